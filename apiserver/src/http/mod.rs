@@ -1,0 +1,634 @@
+//! HTTP: routing, authentication, query parsing, content negotiation and `metav1.Status` errors.
+//!
+//! One fallback handler parses path segments (axum route templates cannot express the optional
+//! `/namespaces/{ns}` and the `/api` vs `/apis/{g}` split) and dispatches to the registry; watches are
+//! streamed by [`watch`].
+
+pub mod discovery;
+pub mod openapi;
+pub mod request;
+pub mod watch;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ApiError;
+use crate::registry::{DeleteOptions, PatchType, Registry, ResourceInfo, Selection, WriteOptions};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::storage::Stored;
+use crate::table::{self, IncludeObject, Printer};
+use request::{Format, ResourceRequest, Route};
+
+/// Upstream's limit on a request body (`MaxRequestBodyBytes`, 3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// What every handler shares.
+pub struct ServerState {
+    /// The registry.
+    pub registry: Registry,
+    /// The bearer token every request must carry.
+    pub token: String,
+    /// Cancelled at shutdown: ends watch streams.
+    pub cancel: CancellationToken,
+    /// `host:port` clients reach us at (for `/api`).
+    pub server_address: String,
+}
+
+/// The API server's router.
+pub fn router(state: Arc<ServerState>) -> Router {
+    Router::new()
+        .fallback(handle)
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .with_state(state)
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn authenticate(State(st): State<Arc<ServerState>>, req: Request, next: Next) -> Response {
+    let ok = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .is_some_and(|t| constant_time_eq(t.trim().as_bytes(), st.token.as_bytes()));
+    if ok {
+        next.run(req).await
+    } else {
+        error_response(&ApiError::unauthorized())
+    }
+}
+
+/// A `metav1.Status` response for an error.
+pub fn error_response(e: &ApiError) -> Response {
+    let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_response(
+        code,
+        Bytes::from(serde_json::to_vec(&e.to_status()).expect("JSON serialises")),
+    )
+}
+
+fn json_response(code: StatusCode, body: Bytes) -> Response {
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = code;
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+fn json_value(code: StatusCode, v: &Value) -> Response {
+    json_response(code, Bytes::from(serde_json::to_vec(v).expect("JSON serialises")))
+}
+
+fn text(code: StatusCode, body: &'static str) -> Response {
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = code;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
+/// Query parameters, repeated keys kept.
+pub struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn parse(q: Option<&str>) -> Query {
+        Query(
+            form_urlencoded::parse(q.unwrap_or("").as_bytes())
+                .into_owned()
+                .collect(),
+        )
+    }
+
+    /// The first value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// A boolean parameter (Go's ParseBool set); absent is false.
+    pub fn flag(&self, key: &str) -> Result<bool, ApiError> {
+        match self.get(key) {
+            None | Some("") => Ok(false),
+            Some(v) => request::parse_bool(v)
+                .ok_or_else(|| ApiError::bad_request(format!("invalid boolean value for {key}: {v:?}"))),
+        }
+    }
+
+    /// An integer parameter.
+    pub fn int(&self, key: &str) -> Result<Option<i64>, ApiError> {
+        match self.get(key) {
+            None | Some("") => Ok(None),
+            Some(v) => v.parse().map(Some).map_err(|_| {
+                ApiError::bad_request(format!("invalid value for {key}: {v:?}: not an integer"))
+            }),
+        }
+    }
+
+    fn dry_run(&self) -> Result<bool, ApiError> {
+        let values: Vec<&str> = self
+            .0
+            .iter()
+            .filter(|(k, _)| k == "dryRun")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        dry_run_values(&values)
+    }
+
+    fn write_options(&self) -> Result<WriteOptions, ApiError> {
+        Ok(WriteOptions {
+            dry_run: self.dry_run()?,
+            field_manager: self.get("fieldManager").map(str::to_string),
+        })
+    }
+}
+
+fn dry_run_values(values: &[&str]) -> Result<bool, ApiError> {
+    let mut dry = false;
+    for v in values {
+        match *v {
+            "All" => dry = true,
+            "" => {}
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid dry run value: {other:?}: supported values: \"All\""
+                )));
+            }
+        }
+    }
+    Ok(dry)
+}
+
+async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let query = Query::parse(parts.uri.query());
+    let route = request::route(parts.uri.path());
+    let get_only = |resp: Response| {
+        if parts.method == Method::GET {
+            resp
+        } else {
+            error_response(&ApiError::method_not_allowed())
+        }
+    };
+    match route {
+        Route::Version => get_only(json_value(StatusCode::OK, &discovery::version())),
+        Route::Api => get_only(json_value(
+            StatusCode::OK,
+            &discovery::api_versions(&st.server_address),
+        )),
+        Route::Apis => get_only(json_value(StatusCode::OK, &discovery::api_groups())),
+        Route::Group(g) => match discovery::api_group(&g) {
+            Some(doc) => get_only(json_value(StatusCode::OK, &doc)),
+            None => error_response(&ApiError::no_route()),
+        },
+        Route::GroupVersion(g, v) => match discovery::resource_list(&g, &v) {
+            Some(doc) => get_only(json_value(StatusCode::OK, &doc)),
+            None => error_response(&ApiError::no_route()),
+        },
+        Route::Health(which) => {
+            if st.cancel.is_cancelled() {
+                return text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "[-]shutdown failed: reason withheld\n",
+                );
+            }
+            let verbose = query.get("verbose").is_some();
+            match (which.as_str(), verbose) {
+                ("readyz", true) => get_only(text(
+                    StatusCode::OK,
+                    "[+]ping ok\n[+]storage ok\nreadyz check passed\n",
+                )),
+                ("livez", true) => get_only(text(StatusCode::OK, "[+]ping ok\nlivez check passed\n")),
+                _ => get_only(text(StatusCode::OK, "ok")),
+            }
+        }
+        Route::OpenApiIndex => get_only(json_response(
+            StatusCode::OK,
+            Bytes::from_static(openapi::index()),
+        )),
+        Route::OpenApiDoc(path) => match openapi::doc(&path) {
+            Some(doc) => get_only(json_response(StatusCode::OK, Bytes::from_static(doc))),
+            None => error_response(&ApiError::no_route()),
+        },
+        Route::NotFound => error_response(&ApiError::no_route()),
+        Route::Resource(r) => match resource(&st, parts.method, &parts.headers, query, body, r).await {
+            Ok(resp) => resp,
+            Err(e) => {
+                if e.code >= 500 {
+                    tracing::error!(error = %e, path = %parts.uri.path(), "request failed");
+                }
+                error_response(&e)
+            }
+        },
+    }
+}
+
+async fn read_body(body: Body) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| ApiError::too_large(format!("Request entity too large: limit is {MAX_BODY_BYTES}")))
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// Decode an object body: JSON (or YAML, a nicety) as the content type says.
+fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
+    match content_type(headers).as_str() {
+        "" | "application/json" | "*/*" => serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))),
+        "application/yaml" | "application/x-yaml" | "text/yaml" => serde_norway::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; yaml parse error: {e}"))),
+        other => Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, \
+             application/yaml (got {other})"
+        ))),
+    }
+}
+
+fn selection(info: &ResourceInfo, query: &Query, name: Option<&str>) -> Result<Selection, ApiError> {
+    let labels = match query.get("labelSelector") {
+        Some(s) if !s.is_empty() => Some(LabelSelector::parse(s).map_err(ApiError::bad_request)?),
+        _ => None,
+    };
+    let mut field_text = query.get("fieldSelector").unwrap_or("").to_string();
+    if let Some(name) = name {
+        // A watch on an item path is a watch of the collection narrowed to that name (upstream).
+        if !field_text.is_empty() {
+            let fs = FieldSelector::parse(&field_text).map_err(ApiError::bad_request)?;
+            if fs.exact_name().is_some_and(|n| n != name) {
+                return Err(ApiError::bad_request(
+                    "fieldSelector metadata.name doesn't match requested name",
+                ));
+            }
+            field_text.push(',');
+        }
+        field_text.push_str("metadata.name=");
+        field_text.push_str(&name.replace('\\', "\\\\").replace(',', "\\,").replace('=', "\\="));
+    }
+    let fields = if field_text.is_empty() {
+        None
+    } else {
+        let fs = FieldSelector::parse(&field_text).map_err(ApiError::bad_request)?;
+        fs.check_supported(info.group, info.plural)
+            .map_err(ApiError::bad_request)?;
+        Some(fs)
+    };
+    Ok(Selection { labels, fields })
+}
+
+fn negotiate(headers: &HeaderMap) -> Result<Format, ApiError> {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    request::negotiate(accept).map_err(ApiError::not_acceptable)
+}
+
+async fn resource(
+    st: &ServerState,
+    method: Method,
+    headers: &HeaderMap,
+    query: Query,
+    body: Body,
+    r: ResourceRequest,
+) -> Result<Response, ApiError> {
+    let info = r.info;
+    let ns = r.namespace.as_deref();
+    let watching = r.watch_prefix || query.flag("watch")?;
+    match (r.name.as_deref(), r.subresource.as_deref()) {
+        (None, None) => match method {
+            Method::GET if watching => watch::serve(st, info, ns, None, &query, negotiate(headers)?),
+            Method::GET => list(st, info, ns, &query, negotiate(headers)?),
+            Method::POST => {
+                let opts = query.write_options()?;
+                let obj = decode_object(headers, &read_body(body).await?)?;
+                let created = st.registry.create(info, ns, obj, &opts).await?;
+                Ok(json_response(StatusCode::CREATED, created.bytes.clone()))
+            }
+            Method::DELETE => {
+                let opts = delete_options(&query, &read_body(body).await?)?;
+                let sel = selection(info, &query, None)?;
+                let (items, rev) = st.registry.delete_collection(info, ns, &sel, &opts).await?;
+                Ok(json_response(
+                    StatusCode::OK,
+                    list_bytes(info, &items, rev, None, None),
+                ))
+            }
+            _ => Err(ApiError::method_not_allowed()),
+        },
+        (Some(name), None) => match method {
+            Method::GET if watching => watch::serve(st, info, ns, Some(name), &query, negotiate(headers)?),
+            Method::GET => {
+                let format = negotiate(headers)?;
+                let obj = st.registry.get(info, ns, name)?;
+                single(info, &obj, format, &query)
+            }
+            Method::PUT => {
+                let opts = query.write_options()?;
+                let obj = decode_object(headers, &read_body(body).await?)?;
+                let updated = st.registry.update(info, ns, name, None, obj, &opts).await?;
+                Ok(json_response(StatusCode::OK, updated.bytes.clone()))
+            }
+            Method::PATCH => patch(st, info, ns, name, None, headers, &query, body).await,
+            Method::DELETE => {
+                let opts = delete_options(&query, &read_body(body).await?)?;
+                let w = st.registry.delete(info, ns, name, &opts).await?;
+                let returns_object = info.group.is_empty()
+                    && matches!(
+                        info.plural,
+                        "pods" | "services" | "serviceaccounts" | "namespaces"
+                    );
+                let deleted_now = w.event == Some(crate::watch::EventType::Deleted);
+                if deleted_now && !returns_object {
+                    let uid = w
+                        .object
+                        .value
+                        .pointer("/metadata/uid")
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    let mut details = json!({"name": name, "kind": info.plural, "uid": uid});
+                    if !info.group.is_empty() {
+                        details["group"] = json!(info.group);
+                    }
+                    return Ok(json_value(
+                        StatusCode::OK,
+                        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+                    ));
+                }
+                Ok(json_response(StatusCode::OK, w.object.bytes.clone()))
+            }
+            _ => Err(ApiError::method_not_allowed()),
+        },
+        (Some(name), Some(sub)) => {
+            if !info.subresources.iter().any(|s| s.name == sub) {
+                return Err(ApiError::no_route());
+            }
+            match (sub, method) {
+                ("status", Method::GET) => {
+                    let obj = st.registry.get(info, ns, name)?;
+                    Ok(json_response(StatusCode::OK, obj.bytes.clone()))
+                }
+                ("status", Method::PUT) => {
+                    let opts = query.write_options()?;
+                    let obj = decode_object(headers, &read_body(body).await?)?;
+                    let updated = st
+                        .registry
+                        .update(info, ns, name, Some("status"), obj, &opts)
+                        .await?;
+                    Ok(json_response(StatusCode::OK, updated.bytes.clone()))
+                }
+                ("status", Method::PATCH) => {
+                    patch(st, info, ns, name, Some("status"), headers, &query, body).await
+                }
+                ("binding", Method::POST) => {
+                    let obj = decode_object(headers, &read_body(body).await?)?;
+                    st.registry.bind(ns.unwrap_or("default"), name, obj).await?;
+                    Ok(json_value(
+                        StatusCode::CREATED,
+                        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                    ))
+                }
+                _ => Err(ApiError::method_not_allowed()),
+            }
+        }
+        (None, Some(_)) => Err(ApiError::no_route()),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn patch(
+    st: &ServerState,
+    info: &'static ResourceInfo,
+    ns: Option<&str>,
+    name: &str,
+    sub: Option<&str>,
+    headers: &HeaderMap,
+    query: &Query,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let kind = match content_type(headers).as_str() {
+        "application/json-patch+json" => PatchType::Json,
+        "application/merge-patch+json" => PatchType::Merge,
+        _ => {
+            return Err(ApiError::unsupported_media_type(
+                "the body of the request was in an unknown format - accepted media types include: \
+                 application/json-patch+json, application/merge-patch+json",
+            ));
+        }
+    };
+    if query.get("force").is_some() {
+        return Err(ApiError::unprocessable(
+            "force: Forbidden: may not be specified for non-apply patch",
+        ));
+    }
+    let opts = query.write_options()?;
+    let bytes = read_body(body).await?;
+    let patched = st
+        .registry
+        .patch(info, ns, name, sub, kind, &bytes, &opts)
+        .await?;
+    Ok(json_response(StatusCode::OK, patched.bytes.clone()))
+}
+
+fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+    let mut opts = DeleteOptions {
+        grace_period_seconds: query.int("gracePeriodSeconds")?,
+        dry_run: query.dry_run()?,
+        ..Default::default()
+    };
+    let mut policy = query.get("propagationPolicy").map(str::to_string);
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?;
+        if let Some(g) = v.get("gracePeriodSeconds").filter(|g| !g.is_null()) {
+            opts.grace_period_seconds = Some(
+                g.as_i64()
+                    .ok_or_else(|| ApiError::bad_request("gracePeriodSeconds must be an integer"))?,
+            );
+        }
+        if let Some(p) = v.get("preconditions") {
+            opts.uid = p.get("uid").and_then(Value::as_str).map(str::to_string);
+            opts.resource_version = p
+                .get("resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        if let Some(d) = v.get("dryRun").and_then(Value::as_array) {
+            let values: Vec<&str> = d.iter().filter_map(Value::as_str).collect();
+            opts.dry_run |= dry_run_values(&values)?;
+        }
+        if let Some(p) = v.get("propagationPolicy").and_then(Value::as_str) {
+            policy = Some(p.to_string());
+        }
+    }
+    if let Some(p) = policy
+        && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
+    {
+        return Err(ApiError::unprocessable(format!(
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: {p:?}: supported \
+             values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+        )));
+    }
+    // Foreground/Orphan would add finalizers that only a garbage collector removes; with none yet, every
+    // deletion is Background (deliberate difference until workload controllers arrive).
+    Ok(opts)
+}
+
+fn single(info: &ResourceInfo, obj: &Stored, format: Format, query: &Query) -> Result<Response, ApiError> {
+    match format {
+        Format::Json => Ok(json_response(StatusCode::OK, obj.bytes.clone())),
+        Format::Table => {
+            let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
+            let printer = Printer::for_resource(info.group, info.plural);
+            let t = table::table(
+                printer,
+                &[&obj.value],
+                &obj.revision.to_string(),
+                None,
+                jiff::Timestamp::now(),
+                include,
+                true,
+            );
+            Ok(json_value(StatusCode::OK, &t))
+        }
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    v: String,
+    rv: u64,
+    start: String,
+}
+
+fn encode_continue(rv: u64, start: &str) -> String {
+    let t = ContinueToken {
+        v: "meta.k8s.io/v1".into(),
+        rv,
+        start: start.to_string(),
+    };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&t).expect("JSON serialises"))
+}
+
+fn decode_continue(token: &str, prefix: &str) -> Result<String, ApiError> {
+    let bad =
+        || ApiError::bad_request("continue key is not valid: the provided continue parameter is malformed");
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token.trim_end_matches('='))
+        .map_err(|_| bad())?;
+    let t: ContinueToken = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    if t.v != "meta.k8s.io/v1" || !t.start.starts_with(prefix) {
+        return Err(bad());
+    }
+    Ok(t.start)
+}
+
+fn list(
+    st: &ServerState,
+    info: &ResourceInfo,
+    ns: Option<&str>,
+    query: &Query,
+    format: Format,
+) -> Result<Response, ApiError> {
+    if query.flag("sendInitialEvents")? {
+        return Err(ApiError::unprocessable(
+            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list",
+        ));
+    }
+    if let Some(rv) = query.get("resourceVersion").filter(|s| !s.is_empty()) {
+        rv.parse::<u64>()
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?;
+    }
+    let sel = selection(info, query, None)?;
+    let limit = query.int("limit")?.filter(|l| *l > 0).map(|l| l as usize);
+    let prefix = info.prefix(ns);
+    let start = match query.get("continue").filter(|c| !c.is_empty()) {
+        Some(c) => Some(decode_continue(c, &prefix)?),
+        None => None,
+    };
+    let result = st.registry.list(info, ns, &sel, limit, start.as_deref());
+    let cont = result
+        .next_key
+        .as_deref()
+        .map(|k| encode_continue(result.revision, k));
+    let remaining = if sel.labels.is_none() && sel.fields.is_none() && cont.is_some() {
+        Some(result.remaining)
+    } else {
+        None
+    };
+    match format {
+        Format::Json => Ok(json_response(
+            StatusCode::OK,
+            list_bytes(info, &result.items, result.revision, cont.as_deref(), remaining),
+        )),
+        Format::Table => {
+            let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
+            let printer = Printer::for_resource(info.group, info.plural);
+            let objs: Vec<&Value> = result.items.iter().map(|o| &o.value).collect();
+            let t = table::table(
+                printer,
+                &objs,
+                &result.revision.to_string(),
+                cont.as_deref(),
+                jiff::Timestamp::now(),
+                include,
+                true,
+            );
+            Ok(json_value(StatusCode::OK, &t))
+        }
+    }
+}
+
+/// A `<Kind>List`, assembled from the stored bytes without re-serialising the items.
+fn list_bytes(
+    info: &ResourceInfo,
+    items: &[Arc<Stored>],
+    revision: u64,
+    cont: Option<&str>,
+    remaining: Option<usize>,
+) -> Bytes {
+    let mut meta = json!({"resourceVersion": revision.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = json!(c);
+    }
+    if let Some(r) = remaining {
+        meta["remainingItemCount"] = json!(r);
+    }
+    let head = format!(
+        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+        Value::String(info.list_kind()),
+        Value::String(info.api_version()),
+        meta
+    );
+    let size = head.len() + items.iter().map(|i| i.bytes.len() + 1).sum::<usize>() + 2;
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(head.as_bytes());
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&item.bytes);
+    }
+    out.extend_from_slice(b"]}");
+    Bytes::from(out)
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        error_response(&self)
+    }
+}

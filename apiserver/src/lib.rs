@@ -1,0 +1,187 @@
+//! kubeling's Kubernetes API server: storage in sled, a watch hub, and an HTTPS front end that kubectl, the
+//! Rust `kube` crate and the Python client accept as a real API server.
+//!
+//! ```text
+//! kubectl / kube::Client / python client
+//!    │ HTTPS (axum + rustls, bearer token)
+//!    ▼
+//! http (routing, query parsing, content negotiation, Status errors, Table)
+//!    │                                  └──► watch streams (http/watch) ◄── watch::Hub
+//! registry (per-kind strategy: defaulting, validation, status/spec split, graceful delete)   ▲
+//!    │                                                                                         │
+//! storage::Storage::write ── one writer: next revision, Store::write (object + revision) ──► flusher:
+//!                            fsync once per batch (group commit) → committed view + Hub::publish → ack
+//! ```
+//!
+//! Layers point one way: `http → registry → storage → watch`; `storage` and `watch` know nothing of HTTP.
+
+pub mod error;
+pub mod http;
+pub mod registry;
+pub mod selector;
+pub mod storage;
+pub mod table;
+pub mod tls;
+pub mod watch;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::registry::Registry;
+use crate::storage::{SledStore, Storage, Store, StoreError};
+use crate::tls::TlsMaterial;
+use crate::watch::HubConfig;
+
+/// How to run the API server.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the database and the PKI live.
+    pub data_dir: PathBuf,
+    /// Address to listen on.
+    pub bind: IpAddr,
+    /// Port; 0 takes a free one.
+    pub port: u16,
+    /// Watch history and per-watcher buffer.
+    pub hub: HubConfig,
+}
+
+/// Why the API server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The data directory.
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Certificates or token.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    /// The database.
+    #[error("storage: {0}")]
+    Storage(#[from] StoreError),
+    /// Creating the built-in objects.
+    #[error("creating the system namespaces: {0}")]
+    Bootstrap(error::ApiError),
+    /// Listening.
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// A running API server.
+pub struct ApiServer {
+    /// The address it listens on (the real port when 0 was asked).
+    pub addr: SocketAddr,
+    /// The CA, serving certificate and token.
+    pub tls: TlsMaterial,
+    storage: Storage,
+    cancel: CancellationToken,
+    handle: axum_server::Handle<SocketAddr>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+fn make_private_dir(path: &Path) -> Result<(), StartError> {
+    use std::os::unix::fs::PermissionsExt;
+    let err = |source| StartError::DataDir {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+    Ok(())
+}
+
+impl ApiServer {
+    /// Open storage, make or load the PKI, create the system namespaces, and start serving HTTPS.
+    pub async fn start(config: Config) -> Result<ApiServer, StartError> {
+        make_private_dir(&config.data_dir)?;
+        let extra_sans: Vec<String> = if config.bind.is_loopback() || config.bind.is_unspecified() {
+            Vec::new()
+        } else {
+            vec![config.bind.to_string()]
+        };
+        let tls = tls::load_or_create(&config.data_dir.join("pki"), &extra_sans)?;
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(&config.data_dir.join("db"))?);
+        let storage = Storage::open(store, config.hub)?;
+        Self::start_with(config, storage, tls).await
+    }
+
+    /// Start over an already opened storage (tests use the in-memory store).
+    pub async fn start_with(
+        config: Config,
+        storage: Storage,
+        tls: TlsMaterial,
+    ) -> Result<ApiServer, StartError> {
+        let registry = Registry::new(storage.clone());
+        registry.bootstrap().await.map_err(StartError::Bootstrap)?;
+        let addr = SocketAddr::new(config.bind, config.port);
+        let listener =
+            std::net::TcpListener::bind(addr).map_err(|source| StartError::Listen { addr, source })?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|source| StartError::Listen { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| StartError::Listen { addr, source })?;
+        let cancel = CancellationToken::new();
+        let state = Arc::new(http::ServerState {
+            registry: registry.clone(),
+            token: tls.token.clone(),
+            cancel: cancel.clone(),
+            server_address: addr.to_string(),
+        });
+        let server_config = tls::server_config(&tls)?;
+        let rustls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(server_config));
+        let handle = axum_server::Handle::new();
+        let server = axum_server::from_tcp_rustls(listener, rustls)
+            .map_err(|source| StartError::Listen { addr, source })?
+            .handle(handle.clone());
+        let app = http::router(state);
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = server.serve(app.into_make_service()).await {
+                tracing::error!(error = %e, "the HTTPS server stopped");
+            }
+        }));
+        tasks.push(tokio::spawn(registry::namespace::run_controller(
+            registry,
+            cancel.clone(),
+        )));
+        Ok(ApiServer {
+            addr,
+            tls,
+            storage,
+            cancel,
+            handle,
+            tasks,
+        })
+    }
+
+    /// The storage (for benchmarks: revision, size on disk).
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    /// Shut down in order: end watch streams, stop accepting and drain requests, flush storage.
+    pub async fn shutdown(self) {
+        self.cancel.cancel();
+        self.handle.graceful_shutdown(Some(Duration::from_secs(5)));
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        let storage = self.storage.clone();
+        let _ = tokio::task::spawn_blocking(move || storage.shutdown()).await;
+    }
+}

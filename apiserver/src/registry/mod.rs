@@ -1,0 +1,859 @@
+//! The registry: per-kind strategy over storage (upstream `pkg/registry` and the generic store).
+//!
+//! `http` hands each request here as an operation on a [`ResourceInfo`]; the registry decodes, defaults,
+//! validates, applies upstream's metadata rules (server-owned fields, optimistic concurrency, no-op writes,
+//! finalizers, graceful deletion) and decides, under the storage's single writer, what is written.
+
+pub mod namespace;
+pub mod pod;
+pub mod pod_strategy;
+pub mod resources;
+pub mod service;
+pub mod validation;
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+pub use resources::{RESOURCES, ResourceInfo, Subresource};
+
+use crate::error::{ApiError, FieldError};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::storage::{Decision, ListResult, Storage, StoreError, Stored, WatchFrom, WatchStart, Written};
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Closed => ApiError::unavailable("the server is shutting down"),
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+/// The namespaces every cluster has from its first start.
+pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Options common to writes.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// `dryRun=All`: compute, persist nothing.
+    pub dry_run: bool,
+    /// `fieldManager`.
+    pub field_manager: Option<String>,
+}
+
+/// `DeleteOptions`, from the body or the query.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    /// `gracePeriodSeconds`.
+    pub grace_period_seconds: Option<i64>,
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+}
+
+/// Selection of a list or watch.
+#[derive(Default)]
+pub struct Selection {
+    /// `labelSelector`.
+    pub labels: Option<LabelSelector>,
+    /// `fieldSelector`.
+    pub fields: Option<FieldSelector>,
+}
+
+impl Selection {
+    /// Whether the object is selected.
+    pub fn matches(&self, info: &ResourceInfo, obj: &Value) -> bool {
+        let labels_ok = self.labels.as_ref().is_none_or(|l| {
+            l.is_empty() || l.matches(obj.pointer("/metadata/labels").and_then(Value::as_object))
+        });
+        labels_ok
+            && self
+                .fields
+                .as_ref()
+                .is_none_or(|f| f.is_empty() || f.matches(info.group, info.plural, obj))
+    }
+}
+
+/// The patch kinds served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// `application/json-patch+json`
+    Json,
+    /// `application/merge-patch+json`
+    Merge,
+}
+
+/// Now as upstream's `metav1.Time`: RFC 3339, whole seconds, UTC.
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn rfc3339_in(seconds: i64) -> String {
+    let t = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(seconds);
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn meta(obj: &Value) -> &Map<String, Value> {
+    static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+    obj.get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
+}
+
+fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    obj["metadata"].as_object_mut().expect("metadata is an object")
+}
+
+fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    meta(obj).get(field).and_then(Value::as_str)
+}
+
+/// Drop what Go's `omitempty` would leave out of metadata (clients rely on absent, not empty).
+fn normalise(obj: &mut Value) {
+    let m = meta_mut(obj);
+    for f in [
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+        "managedFields",
+    ] {
+        let empty = match m.get(f) {
+            Some(Value::Null) => true,
+            Some(Value::Array(a)) => a.is_empty(),
+            Some(Value::Object(o)) => o.is_empty(),
+            _ => false,
+        };
+        if empty {
+            m.remove(f);
+        }
+    }
+    m.retain(|_, v| !v.is_null());
+    m.remove("selfLink");
+}
+
+fn has_finalizers(obj: &Value) -> bool {
+    meta(obj)
+        .get("finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+}
+
+/// The registry over one storage.
+#[derive(Clone)]
+pub struct Registry {
+    storage: Storage,
+    /// Serialises service IP allocation (scan + create).
+    allocator: Arc<tokio::sync::Mutex<()>>,
+    namespace_gc: Arc<tokio::sync::Notify>,
+}
+
+impl Registry {
+    /// A registry over `storage`.
+    pub fn new(storage: Storage) -> Registry {
+        Registry {
+            storage,
+            allocator: Arc::new(tokio::sync::Mutex::new(())),
+            namespace_gc: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    /// The storage below.
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    /// Create the system namespaces and the `kubernetes` service if missing (first start).
+    pub async fn bootstrap(&self) -> Result<(), ApiError> {
+        let ns = resources::find("", "v1", "namespaces").expect("namespaces are served");
+        for name in SYSTEM_NAMESPACES {
+            if self.storage.get(&ns.key(None, name)).is_none() {
+                let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+                match self.create(ns, None, body, &WriteOptions::default()).await {
+                    Ok(_) => {}
+                    Err(e) if e.reason == "AlreadyExists" => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        service::bootstrap(self).await
+    }
+
+    fn decode(&self, info: &ResourceInfo, body: Value) -> Result<Value, ApiError> {
+        if !body.is_object() {
+            return Err(ApiError::bad_request(format!(
+                "{} in version {:?} cannot be handled as a {}: the body is not a JSON object",
+                info.kind, info.version, info.kind
+            )));
+        }
+        let api_version = info.api_version();
+        if let Some(v) = body.get("apiVersion").and_then(Value::as_str)
+            && v != api_version
+        {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({api_version})"
+            )));
+        }
+        if let Some(k) = body.get("kind").and_then(Value::as_str)
+            && k != info.kind
+        {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                info.kind
+            )));
+        }
+        let mut value = (info.canonical)(body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "{} in version {:?} cannot be handled as a {}: {e}",
+                info.kind, info.version, info.kind
+            ))
+        })?;
+        value["apiVersion"] = json!(api_version);
+        value["kind"] = json!(info.kind);
+        Ok(value)
+    }
+
+    /// One object.
+    pub fn get(&self, info: &ResourceInfo, ns: Option<&str>, name: &str) -> Result<Arc<Stored>, ApiError> {
+        self.storage
+            .get(&info.key(ns, name))
+            .ok_or_else(|| ApiError::not_found(info.plural, info.group, name))
+    }
+
+    /// A page of objects.
+    pub fn list(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        sel: &Selection,
+        limit: Option<usize>,
+        start: Option<&str>,
+    ) -> ListResult {
+        let prefix = info.prefix(ns);
+        self.storage
+            .list(&prefix, start, limit, |o| sel.matches(info, &o.value))
+    }
+
+    /// Start a watch.
+    pub fn watch(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        from: WatchFrom,
+    ) -> Result<WatchStart, crate::storage::TooOld> {
+        self.storage.watch(&info.prefix(ns), from)
+    }
+
+    fn check_namespace(&self, info: &ResourceInfo, ns: &str, name: &str) -> Result<(), ApiError> {
+        let ns_info = resources::find("", "v1", "namespaces").expect("namespaces are served");
+        match self.storage.get(&ns_info.key(None, ns)) {
+            None => Err(ApiError::not_found("namespaces", "", ns)),
+            Some(n) if meta(&n.value).contains_key("deletionTimestamp") => Err(ApiError::forbidden(
+                info.plural,
+                info.group,
+                name,
+                &format!("unable to create new content in namespace {ns} because it is being terminated"),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Create (POST). `ns` is the namespace from the URL.
+    pub async fn create(
+        &self,
+        info: &'static ResourceInfo,
+        ns: Option<&str>,
+        body: Value,
+        opts: &WriteOptions,
+    ) -> Result<Arc<Stored>, ApiError> {
+        let mut obj = self.decode(info, body)?;
+        {
+            let m = meta_mut(&mut obj);
+            if info.namespaced {
+                let url_ns = ns.unwrap_or("default");
+                match m.get("namespace").and_then(Value::as_str) {
+                    Some(b) if !b.is_empty() && b != url_ns => {
+                        return Err(ApiError::bad_request(
+                            "the namespace of the provided object does not match the namespace sent on the request",
+                        ));
+                    }
+                    _ => {
+                        m.insert("namespace".into(), json!(url_ns));
+                    }
+                }
+            } else {
+                m.remove("namespace");
+            }
+            if m.get("resourceVersion")
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.is_empty())
+            {
+                return Err(ApiError::bad_request(
+                    "resourceVersion should not be set on objects to be created",
+                ));
+            }
+            let name = m.get("name").and_then(Value::as_str).unwrap_or("");
+            if name.is_empty()
+                && let Some(prefix) = m
+                    .get("generateName")
+                    .and_then(Value::as_str)
+                    .filter(|p| !p.is_empty())
+            {
+                let generated = generate_name(prefix);
+                m.insert("name".into(), json!(generated));
+            }
+            for f in [
+                "uid",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "selfLink",
+                "resourceVersion",
+            ] {
+                m.remove(f);
+            }
+            m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            m.insert("creationTimestamp".into(), json!(now_rfc3339()));
+            if info.tracks_generation {
+                m.insert("generation".into(), json!(1));
+            } else {
+                m.remove("generation");
+            }
+        }
+        let name = meta_str(&obj, "name").unwrap_or("").to_string();
+        let ns = if info.namespaced {
+            meta_str(&obj, "namespace").map(str::to_string)
+        } else {
+            None
+        };
+
+        let _alloc = if info.plural == "services" && info.group.is_empty() {
+            Some(self.allocator.lock().await)
+        } else {
+            None
+        };
+        self.prepare_create(info, &mut obj)?;
+        normalise(&mut obj);
+        let errors = self.validate(info, &obj, None);
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(info.kind, info.group, &name, &errors));
+        }
+        if let Some(ns) = &ns {
+            self.check_namespace(info, ns, &name)?;
+        }
+        let key = info.key(ns.as_deref(), &name);
+        let dry_run = opts.dry_run;
+        let written = self
+            .storage
+            .write(&key, |current| {
+                if let Some(cur) = current {
+                    if meta(&cur.value).contains_key("deletionTimestamp") {
+                        let mut e = ApiError::already_exists(info.plural, info.group, &name);
+                        e.message = format!("object is being deleted: {}", e.message);
+                        return Err(e);
+                    }
+                    return Err(ApiError::already_exists(info.plural, info.group, &name));
+                }
+                Ok(if dry_run {
+                    Decision::Preview(obj)
+                } else {
+                    Decision::Put(obj)
+                })
+            })
+            .await?;
+        Ok(written.object)
+    }
+
+    fn prepare_create(&self, info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
+        match (info.group, info.plural) {
+            ("", "pods") => pod_strategy::prepare_create(obj).map_err(ApiError::bad_request),
+            ("", "namespaces") => {
+                namespace::prepare_create(obj);
+                Ok(())
+            }
+            ("", "services") => service::prepare_create(self, obj),
+            _ => {
+                if info.has_status
+                    && let Some(o) = obj.as_object_mut()
+                {
+                    // Upstream strategies reset status on create: it is written by controllers, later.
+                    o.remove("status");
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn validate(&self, info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta =
+            serde_json::from_value(obj.get("metadata").cloned().unwrap_or(json!({}))).unwrap_or_default();
+        let mut errors = validation::validate_object_meta(&meta, info.namespaced, info.name_rule);
+        match (info.group, info.plural) {
+            ("", "pods") => errors.extend(pod_strategy::validate(obj, old)),
+            ("", "configmaps") => errors.extend(validation::validate_configmap(obj)),
+            ("", "secrets") => errors.extend(validation::validate_secret(obj)),
+            _ => {}
+        }
+        errors
+    }
+
+    /// Update (PUT) of the object or of its `status` subresource.
+    pub async fn update(
+        &self,
+        info: &'static ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+        body: Value,
+        opts: &WriteOptions,
+    ) -> Result<Arc<Stored>, ApiError> {
+        let new = self.decode(info, body)?;
+        self.check_identity(info, ns, name, &new)?;
+        let key = info.key(ns, name);
+        let dry_run = opts.dry_run;
+        let written = self
+            .storage
+            .write(&key, |current| {
+                let Some(old) = current else {
+                    return Err(ApiError::not_found(info.plural, info.group, name));
+                };
+                self.decide_update(info, old, new, subresource, dry_run)
+            })
+            .await?;
+        Ok(written.object)
+    }
+
+    fn check_identity(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+        new: &Value,
+    ) -> Result<(), ApiError> {
+        if let Some(n) = meta_str(new, "name")
+            && n != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        if info.namespaced
+            && let Some(b) = meta_str(new, "namespace")
+            && !b.is_empty()
+            && Some(b) != ns
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Upstream's update path (`BeforeUpdate` + strategy) as a pure decision over the old and new object.
+    fn decide_update(
+        &self,
+        info: &ResourceInfo,
+        old: &Stored,
+        mut new: Value,
+        subresource: Option<&str>,
+        dry_run: bool,
+    ) -> Result<Decision, ApiError> {
+        let name = meta_str(&old.value, "name").unwrap_or("").to_string();
+        let old_rv = old.revision.to_string();
+        if let Some(rv) = meta_str(&new, "resourceVersion").filter(|s| !s.is_empty())
+            && rv != old_rv
+        {
+            return Err(ApiError::stale(info.plural, info.group, &name));
+        }
+        let old_uid = meta_str(&old.value, "uid").unwrap_or("").to_string();
+        if let Some(uid) = meta_str(&new, "uid").filter(|s| !s.is_empty())
+            && uid != old_uid
+        {
+            return Err(ApiError::conflict(
+                info.plural,
+                info.group,
+                &name,
+                &format!(
+                    "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: \
+                     Precondition failed: UID in precondition: {uid}, UID in object meta: {old_uid}",
+                    info.key(meta_str(&old.value, "namespace"), &name)
+                ),
+            ));
+        }
+        {
+            let old_meta = meta(&old.value).clone();
+            let m = meta_mut(&mut new);
+            for f in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ] {
+                match old_meta.get(f) {
+                    Some(v) => m.insert(f.to_string(), v.clone()),
+                    None => m.remove(f),
+                };
+            }
+            m.insert("name".into(), json!(name));
+            match old_meta.get("namespace") {
+                Some(v) => m.insert("namespace".into(), v.clone()),
+                None => m.remove("namespace"),
+            };
+            m.insert("resourceVersion".into(), json!(old_rv));
+        }
+        let status_update = subresource == Some("status");
+        if status_update {
+            // The status endpoint changes status (and metadata), never spec.
+            for f in ["spec"] {
+                match old.value.get(f) {
+                    Some(v) => new[f] = v.clone(),
+                    None => {
+                        new.as_object_mut().map(|o| o.remove(f));
+                    }
+                }
+            }
+            if let Some(refs) = meta(&old.value).get("ownerReferences") {
+                meta_mut(&mut new).insert("ownerReferences".into(), refs.clone());
+            } else {
+                meta_mut(&mut new).remove("ownerReferences");
+            }
+        } else if info.has_status {
+            match old.value.get("status") {
+                Some(v) => new["status"] = v.clone(),
+                None => {
+                    new.as_object_mut().map(|o| o.remove("status"));
+                }
+            }
+        }
+        match (info.group, info.plural) {
+            ("", "pods") => pod_strategy::prepare_update(&mut new, &old.value, status_update)
+                .map_err(ApiError::bad_request)?,
+            ("", "namespaces") => namespace::prepare_update(&mut new, &old.value, status_update),
+            ("", "services") if !status_update => service::prepare_update(&mut new, &old.value),
+            _ => {}
+        }
+        normalise(&mut new);
+        if info.tracks_generation && !status_update && new.get("spec") != old.value.get("spec") {
+            let g = meta(&old.value)
+                .get("generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            meta_mut(&mut new).insert("generation".into(), json!(g + 1));
+        }
+        let errors = self.validate(info, &new, Some(&old.value));
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(info.kind, info.group, &name, &errors));
+        }
+        if new == old.value {
+            return Ok(Decision::Keep);
+        }
+        let m = meta(&new);
+        if m.contains_key("deletionTimestamp")
+            && !has_finalizers(&new)
+            && m.get("deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                == 0
+        {
+            // The last finalizer is gone: the deletion completes (upstream ShouldDeleteDuringUpdate).
+            return Ok(if dry_run {
+                Decision::Preview(new)
+            } else {
+                Decision::Delete
+            });
+        }
+        Ok(if dry_run {
+            Decision::Preview(new)
+        } else {
+            Decision::Put(new)
+        })
+    }
+
+    /// Patch the object or its `status` subresource.
+    pub async fn patch(
+        &self,
+        info: &'static ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+        kind: PatchType,
+        patch: &[u8],
+        opts: &WriteOptions,
+    ) -> Result<Arc<Stored>, ApiError> {
+        let patch: Value = serde_json::from_slice(patch)
+            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+        let json_patch = match kind {
+            PatchType::Json => Some(parse_json_patch(&patch)?),
+            PatchType::Merge => {
+                if !patch.is_object() {
+                    return Err(ApiError::bad_request(
+                        "error decoding patch: a merge patch must be a JSON object",
+                    ));
+                }
+                None
+            }
+        };
+        let key = info.key(ns, name);
+        let dry_run = opts.dry_run;
+        let written = self
+            .storage
+            .write(&key, |current| {
+                let Some(old) = current else {
+                    return Err(ApiError::not_found(info.plural, info.group, name));
+                };
+                let mut doc = old.value.clone();
+                match &json_patch {
+                    Some(ops) => apply_json_patch(&mut doc, ops)?,
+                    None => json_patch::merge(&mut doc, &patch),
+                }
+                let old_rv = old.revision.to_string();
+                if let Some(rv) = meta_str(&doc, "resourceVersion")
+                    && rv != old_rv
+                {
+                    return Err(ApiError::stale(info.plural, info.group, name));
+                }
+                let new = self.decode(info, doc)?;
+                self.check_identity(info, ns, name, &new)?;
+                self.decide_update(info, old, new, subresource, dry_run)
+            })
+            .await?;
+        Ok(written.object)
+    }
+
+    /// Delete one object: immediately, or by marking it (finalizers, graceful pod deletion, namespaces).
+    pub async fn delete(
+        &self,
+        info: &'static ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Written, ApiError> {
+        let key = info.key(ns, name);
+        let written = self
+            .storage
+            .write(&key, |current| self.decide_delete(info, name, current, opts))
+            .await?;
+        if info.plural == "namespaces" && info.group.is_empty() {
+            self.namespace_gc.notify_one();
+        }
+        Ok(written)
+    }
+
+    fn decide_delete(
+        &self,
+        info: &ResourceInfo,
+        name: &str,
+        current: Option<&Arc<Stored>>,
+        opts: &DeleteOptions,
+    ) -> Result<Decision, ApiError> {
+        let Some(cur) = current else {
+            return Err(ApiError::not_found(info.plural, info.group, name));
+        };
+        let m = meta(&cur.value);
+        if let Some(uid) = &opts.uid {
+            let actual = m.get("uid").and_then(Value::as_str).unwrap_or("");
+            if uid != actual {
+                return Err(ApiError::conflict(
+                    info.plural,
+                    info.group,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}. The object \
+                         might have been deleted and then recreated"
+                    ),
+                ));
+            }
+        }
+        if let Some(rv) = &opts.resource_version
+            && *rv != cur.revision.to_string()
+        {
+            return Err(ApiError::conflict(
+                info.plural,
+                info.group,
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}. \
+                     The object might have been modified",
+                    cur.revision
+                ),
+            ));
+        }
+        let dry = |d: Decision, obj: &Value| {
+            if opts.dry_run {
+                Decision::Preview(obj.clone())
+            } else {
+                d
+            }
+        };
+        let is_pod = info.group.is_empty() && info.plural == "pods";
+        let is_namespace = info.group.is_empty() && info.plural == "namespaces";
+        let grace = if is_pod {
+            pod_strategy::grace_period(&cur.value, opts.grace_period_seconds)
+        } else {
+            0
+        };
+        let being_deleted = m.contains_key("deletionTimestamp");
+        let finalizers = has_finalizers(&cur.value);
+
+        if is_namespace {
+            if being_deleted {
+                return Ok(Decision::Keep);
+            }
+            let mut obj = cur.value.clone();
+            meta_mut(&mut obj).insert("deletionTimestamp".into(), json!(now_rfc3339()));
+            meta_mut(&mut obj).insert("deletionGracePeriodSeconds".into(), json!(0));
+            obj["status"] = json!({"phase": "Terminating"});
+            return Ok(dry(Decision::Put(obj.clone()), &obj));
+        }
+        if being_deleted {
+            let current_grace = m
+                .get("deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            if is_pod && grace < current_grace {
+                if grace == 0 && !finalizers {
+                    return Ok(dry(Decision::Delete, &cur.value));
+                }
+                // A second delete with a shorter grace shortens it (upstream BeforeDelete).
+                let mut obj = cur.value.clone();
+                meta_mut(&mut obj).insert("deletionTimestamp".into(), json!(rfc3339_in(grace)));
+                meta_mut(&mut obj).insert("deletionGracePeriodSeconds".into(), json!(grace));
+                return Ok(dry(Decision::Put(obj.clone()), &obj));
+            }
+            return Ok(Decision::Keep);
+        }
+        if !finalizers && grace == 0 {
+            return Ok(dry(Decision::Delete, &cur.value));
+        }
+        let mut obj = cur.value.clone();
+        let mm = meta_mut(&mut obj);
+        mm.insert("deletionTimestamp".into(), json!(rfc3339_in(grace)));
+        mm.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        if info.tracks_generation {
+            let g = mm.get("generation").and_then(Value::as_i64).unwrap_or(0);
+            mm.insert("generation".into(), json!(g + 1));
+        }
+        Ok(dry(Decision::Put(obj.clone()), &obj))
+    }
+
+    /// Delete every selected object of a collection; returns what was deleted or marked.
+    pub async fn delete_collection(
+        &self,
+        info: &'static ResourceInfo,
+        ns: Option<&str>,
+        sel: &Selection,
+        opts: &DeleteOptions,
+    ) -> Result<(Vec<Arc<Stored>>, u64), ApiError> {
+        let listed = self.list(info, ns, sel, None, None);
+        let mut out = Vec::new();
+        for obj in listed.items {
+            let name = meta_str(&obj.value, "name").unwrap_or("").to_string();
+            let obj_ns = meta_str(&obj.value, "namespace").map(str::to_string);
+            match self.delete(info, obj_ns.as_deref(), &name, opts).await {
+                Ok(w) => out.push(w.object),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((out, self.storage.revision()))
+    }
+
+    /// `pods/binding`: assign a pod to a node.
+    pub async fn bind(&self, ns: &str, name: &str, binding: Value) -> Result<(), ApiError> {
+        let info = resources::find("", "v1", "pods").expect("pods are served");
+        let target = binding
+            .pointer("/target/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if let Some(n) = binding.pointer("/metadata/name").and_then(Value::as_str)
+            && n != name
+        {
+            return Err(ApiError::bad_request(
+                "name in URL does not match name in Binding object",
+            ));
+        }
+        if target.is_empty() {
+            return Err(ApiError::invalid(
+                "Binding",
+                "",
+                name,
+                &[FieldError::required("target.name", "")],
+            ));
+        }
+        self.storage
+            .write(&info.key(Some(ns), name), |current| {
+                let Some(cur) = current else {
+                    return Err(ApiError::not_found("pods", "", name));
+                };
+                pod_strategy::bind(&cur.value, &target)
+                    .map(Decision::Put)
+                    .map_err(|why| ApiError::conflict("pods/binding", "", name, &why))
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Wakes the namespace controller.
+    pub fn namespace_gc(&self) -> &Arc<tokio::sync::Notify> {
+        &self.namespace_gc
+    }
+}
+
+/// Upstream `names.SimpleNameGenerator`: the prefix cut to 58 characters plus 5 random ones.
+fn generate_name(prefix: &str) -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    let cut: String = prefix.chars().take(58).collect();
+    let suffix: String = (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect();
+    format!("{cut}{suffix}")
+}
+
+fn parse_json_patch(patch: &Value) -> Result<json_patch::Patch, ApiError> {
+    let Some(ops) = patch.as_array() else {
+        return Err(ApiError::bad_request(
+            "error decoding patch: a JSON patch must be an array of operations",
+        ));
+    };
+    if ops.len() > 10_000 {
+        return Err(ApiError::too_large(format!(
+            "The allowed maximum operations in a JSON patch is 10000, got {}",
+            ops.len()
+        )));
+    }
+    serde_json::from_value(patch.clone())
+        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))
+}
+
+/// RFC 6902 with upstream's one deviation: `test` against `null` passes when the path is missing.
+fn apply_json_patch(doc: &mut Value, patch: &json_patch::Patch) -> Result<(), ApiError> {
+    let ops: Vec<json_patch::PatchOperation> = patch
+        .0
+        .iter()
+        .filter(|op| match op {
+            json_patch::PatchOperation::Test(t) if t.value.is_null() => {
+                !doc.pointer(t.path.as_str()).is_none_or(Value::is_null)
+            }
+            _ => true,
+        })
+        .cloned()
+        .collect();
+    json_patch::patch(doc, &ops).map_err(|e| {
+        ApiError::unprocessable(format!(
+            "the server rejected our request due to an error in our request: {e}"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,188 @@
+//! The service strategy: defaulting and cluster IP / node port allocation (upstream
+//! `pkg/registry/core/service`), and the `kubernetes` service in `default`.
+//!
+//! Deliberate difference: IPs are allocated lowest-free-first from 10.96.0.0/12 (upstream is random); nothing
+//! routes to them yet (no kube-proxy), they are there so that objects and `kubectl get svc` look as upstream.
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+
+use serde_json::{Value, json};
+
+use super::{Registry, Selection, WriteOptions, resources};
+use crate::error::ApiError;
+
+const SERVICE_CIDR_BASE: u32 = u32::from_be_bytes([10, 96, 0, 0]);
+const SERVICE_CIDR_SIZE: u32 = 1 << 20;
+/// Upstream reserves the first address of the range for the `kubernetes` service.
+const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
+
+fn used(registry: &Registry) -> (HashSet<String>, HashSet<i64>) {
+    let info = resources::find("", "v1", "services").expect("services are served");
+    let all = registry.list(info, None, &Selection::default(), None, None);
+    let mut ips = HashSet::new();
+    let mut ports = HashSet::new();
+    for s in all.items {
+        if let Some(ip) = s.value.pointer("/spec/clusterIP").and_then(Value::as_str) {
+            ips.insert(ip.to_string());
+        }
+        for p in s
+            .value
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(n) = p.get("nodePort").and_then(Value::as_i64) {
+                ports.insert(n);
+            }
+        }
+    }
+    (ips, ports)
+}
+
+/// Defaulting and allocation on create. The registry holds its allocation lock around this and the write.
+pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiError> {
+    obj.as_object_mut().map(|o| o.remove("status"));
+    obj["status"] = json!({"loadBalancer": {}});
+    let spec = obj.get_mut("spec").filter(|s| s.is_object());
+    let Some(spec) = spec else {
+        obj["spec"] = json!({});
+        return prepare_create(registry, obj);
+    };
+    let ty = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_string();
+    spec["type"] = json!(ty);
+    default_spec(spec);
+    let (ips, node_ports) = used(registry);
+    if ty != "ExternalName" {
+        let want = spec
+            .get("clusterIP")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if want.is_empty() {
+            let ip = (10..SERVICE_CIDR_SIZE - 1)
+                .map(|i| Ipv4Addr::from(SERVICE_CIDR_BASE + i).to_string())
+                .find(|ip| !ips.contains(ip))
+                .ok_or_else(|| ApiError::internal("the service IP range is full"))?;
+            spec["clusterIP"] = json!(ip);
+            spec["clusterIPs"] = json!([ip]);
+        } else if want != "None" && ips.contains(&want) {
+            return Err(ApiError::invalid(
+                "Service",
+                "",
+                obj.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+                &[crate::error::FieldError::invalid(
+                    "spec.clusterIPs",
+                    &json!([want]),
+                    &format!("failed to allocate IP {want}: provided IP is already allocated"),
+                )],
+            ));
+        } else {
+            spec["clusterIPs"] = json!([want]);
+        }
+        spec["ipFamilies"] = json!(["IPv4"]);
+        spec["ipFamilyPolicy"] = json!("SingleStack");
+        spec["internalTrafficPolicy"] = spec
+            .get("internalTrafficPolicy")
+            .cloned()
+            .unwrap_or(json!("Cluster"));
+    }
+    if ty == "NodePort" || ty == "LoadBalancer" {
+        let mut taken = node_ports;
+        spec["externalTrafficPolicy"] = spec
+            .get("externalTrafficPolicy")
+            .cloned()
+            .unwrap_or(json!("Cluster"));
+        for p in spec
+            .get_mut("ports")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            if p.get("nodePort").and_then(Value::as_i64).is_none() {
+                // Upstream: --service-node-port-range 30000-32767.
+                let port = (30000..=32767).find(|n| !taken.contains(n));
+                if let Some(port) = port {
+                    taken.insert(port);
+                    p["nodePort"] = json!(port);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn default_spec(spec: &mut Value) {
+    if spec.get("sessionAffinity").is_none() {
+        spec["sessionAffinity"] = json!("None");
+    }
+    for p in spec
+        .get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if p.get("protocol").is_none() {
+            p["protocol"] = json!("TCP");
+        }
+        if p.get("targetPort").is_none()
+            && let Some(port) = p.get("port").cloned()
+        {
+            p["targetPort"] = port;
+        }
+    }
+}
+
+/// Update: allocated fields are kept when the new spec leaves them out (as upstream).
+pub fn prepare_update(new: &mut Value, old: &Value) {
+    let Some(spec) = new.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    default_spec(spec);
+    for f in [
+        "clusterIP",
+        "clusterIPs",
+        "ipFamilies",
+        "ipFamilyPolicy",
+        "internalTrafficPolicy",
+        "type",
+    ] {
+        if spec.get(f).is_none()
+            && let Some(v) = old.pointer(&format!("/spec/{f}"))
+        {
+            spec[f] = v.clone();
+        }
+    }
+}
+
+/// The `kubernetes` service in `default`, as upstream's master endpoint reconciler makes it.
+pub async fn bootstrap(registry: &Registry) -> Result<(), ApiError> {
+    let info = resources::find("", "v1", "services").expect("services are served");
+    if registry
+        .storage()
+        .get(&info.key(Some("default"), "kubernetes"))
+        .is_some()
+    {
+        return Ok(());
+    }
+    let body = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"clusterIP": KUBERNETES_SERVICE_IP, "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}
+    });
+    match registry
+        .create(info, Some("default"), body, &WriteOptions::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.reason == "AlreadyExists" => Ok(()),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,481 @@
+//! Registry behaviour against the in-memory store.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::storage::MemoryStore;
+use crate::watch::HubConfig;
+
+async fn registry() -> Registry {
+    let storage = Storage::open(Arc::new(MemoryStore::default()), HubConfig::default()).unwrap();
+    let r = Registry::new(storage);
+    r.bootstrap().await.unwrap();
+    r
+}
+
+fn info(plural: &str) -> &'static ResourceInfo {
+    RESOURCES
+        .iter()
+        .find(|r| r.plural == plural && r.group.is_empty())
+        .unwrap()
+}
+
+fn pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+           "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}})
+}
+
+fn cm(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "1"}})
+}
+
+fn opts() -> WriteOptions {
+    WriteOptions::default()
+}
+
+#[tokio::test]
+async fn bootstrap_creates_the_system_namespaces_once() {
+    let r = registry().await;
+    let rev = r.storage().revision();
+    r.bootstrap().await.unwrap();
+    assert_eq!(r.storage().revision(), rev, "a second bootstrap writes nothing");
+    for ns in SYSTEM_NAMESPACES {
+        let n = r.get(info("namespaces"), None, ns).unwrap();
+        assert_eq!(n.value["status"]["phase"], "Active");
+    }
+}
+
+#[tokio::test]
+async fn created_pod_is_defaulted_and_starts_pending_with_a_qos_class() {
+    let r = registry().await;
+    let p = r
+        .create(info("pods"), Some("default"), pod("p"), &opts())
+        .await
+        .unwrap();
+    let v = &p.value;
+    assert_eq!(v["status"], json!({"phase": "Pending", "qosClass": "BestEffort"}));
+    assert_eq!(v["spec"]["restartPolicy"], "Always");
+    assert_eq!(v["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(v["metadata"]["namespace"], "default");
+    assert!(v["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36));
+    assert_eq!(v["metadata"]["resourceVersion"], p.revision.to_string());
+}
+
+#[tokio::test]
+async fn create_into_a_missing_namespace_is_not_found() {
+    let r = registry().await;
+    let e = r
+        .create(info("configmaps"), Some("nope"), cm("a"), &opts())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (404, "namespaces \"nope\" not found")
+    );
+}
+
+#[tokio::test]
+async fn duplicate_create_is_already_exists() {
+    let r = registry().await;
+    r.create(info("configmaps"), Some("default"), cm("a"), &opts())
+        .await
+        .unwrap();
+    let e = r
+        .create(info("configmaps"), Some("default"), cm("a"), &opts())
+        .await
+        .unwrap_err();
+    assert_eq!((e.code, e.reason), (409, "AlreadyExists"));
+}
+
+#[tokio::test]
+async fn generate_name_appends_five_characters() {
+    let r = registry().await;
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "web-"}});
+    let c = r
+        .create(info("configmaps"), Some("default"), body, &opts())
+        .await
+        .unwrap();
+    let name = c.value["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("web-") && name.len() == 9, "{name}");
+}
+
+#[tokio::test]
+async fn wrong_kind_for_the_url_is_bad_request() {
+    let r = registry().await;
+    let e = r
+        .create(info("configmaps"), Some("default"), pod("p"), &opts())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 400, "{e}");
+}
+
+#[tokio::test]
+async fn missing_container_image_is_invalid_with_the_field_path() {
+    let r = registry().await;
+    let body = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                      "spec": {"containers": [{"name": "c"}]}});
+    let e = r
+        .create(info("pods"), Some("default"), body, &opts())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 422);
+    let causes = e.details.unwrap()["causes"].clone();
+    assert!(
+        causes
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["field"] == "spec.containers[0].image"),
+        "{causes}"
+    );
+}
+
+#[tokio::test]
+async fn stale_update_conflicts_and_a_no_op_update_keeps_the_revision() {
+    let r = registry().await;
+    let c = r
+        .create(info("configmaps"), Some("default"), cm("a"), &opts())
+        .await
+        .unwrap();
+    let mut body = c.value.clone();
+    let same = r
+        .update(
+            info("configmaps"),
+            Some("default"),
+            "a",
+            None,
+            body.clone(),
+            &opts(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        same.revision, c.revision,
+        "no-op update must not bump the revision"
+    );
+    body["data"]["a"] = json!("2");
+    let changed = r
+        .update(
+            info("configmaps"),
+            Some("default"),
+            "a",
+            None,
+            body.clone(),
+            &opts(),
+        )
+        .await
+        .unwrap();
+    assert!(changed.revision > c.revision);
+    let e = r
+        .update(info("configmaps"), Some("default"), "a", None, body, &opts())
+        .await
+        .unwrap_err();
+    assert_eq!((e.code, e.reason), (409, "Conflict"));
+}
+
+#[tokio::test]
+async fn main_resource_update_cannot_change_status_and_status_update_cannot_change_spec() {
+    let r = registry().await;
+    let p = r
+        .create(info("pods"), Some("default"), pod("p"), &opts())
+        .await
+        .unwrap();
+    let mut body = p.value.clone();
+    body["status"]["phase"] = json!("Running");
+    body["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    let u = r
+        .update(info("pods"), Some("default"), "p", None, body.clone(), &opts())
+        .await
+        .unwrap();
+    assert_eq!(u.value["status"]["phase"], "Pending");
+    body["spec"]["activeDeadlineSeconds"] = json!(5);
+    let s = r
+        .update(info("pods"), Some("default"), "p", Some("status"), body, &opts())
+        .await
+        .unwrap();
+    assert_eq!(s.value["status"]["phase"], "Running");
+    assert!(s.value["spec"].get("activeDeadlineSeconds").is_none());
+}
+
+#[tokio::test]
+async fn merge_patch_adds_a_label_and_null_removes_it() {
+    let r = registry().await;
+    r.create(info("configmaps"), Some("default"), cm("a"), &opts())
+        .await
+        .unwrap();
+    let add = br#"{"metadata":{"labels":{"x":"1"}}}"#;
+    let p = r
+        .patch(
+            info("configmaps"),
+            Some("default"),
+            "a",
+            None,
+            PatchType::Merge,
+            add,
+            &opts(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.value["metadata"]["labels"]["x"], "1");
+    let del = br#"{"metadata":{"labels":{"x":null}}}"#;
+    let p = r
+        .patch(
+            info("configmaps"),
+            Some("default"),
+            "a",
+            None,
+            PatchType::Merge,
+            del,
+            &opts(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        p.value["metadata"].get("labels").is_none(),
+        "empty labels are dropped"
+    );
+}
+
+#[tokio::test]
+async fn json_patch_test_of_null_passes_on_a_missing_path() {
+    let r = registry().await;
+    r.create(info("configmaps"), Some("default"), cm("a"), &opts())
+        .await
+        .unwrap();
+    let patch = br#"[{"op":"test","path":"/metadata/finalizers","value":null},
+                     {"op":"add","path":"/metadata/finalizers","value":["example.com/x"]}]"#;
+    let p = r
+        .patch(
+            info("configmaps"),
+            Some("default"),
+            "a",
+            None,
+            PatchType::Json,
+            patch,
+            &opts(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.value["metadata"]["finalizers"], json!(["example.com/x"]));
+    let bad = br#"[{"op":"test","path":"/data/a","value":"nope"}]"#;
+    let e = r
+        .patch(
+            info("configmaps"),
+            Some("default"),
+            "a",
+            None,
+            PatchType::Json,
+            bad,
+            &opts(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 422);
+}
+
+#[tokio::test]
+async fn patch_with_a_different_resource_version_conflicts() {
+    let r = registry().await;
+    r.create(info("configmaps"), Some("default"), cm("a"), &opts())
+        .await
+        .unwrap();
+    let patch = br#"{"metadata":{"resourceVersion":"1"}}"#;
+    let e = r
+        .patch(
+            info("configmaps"),
+            Some("default"),
+            "a",
+            None,
+            PatchType::Merge,
+            patch,
+            &opts(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 409);
+}
+
+#[tokio::test]
+async fn delete_with_finalizers_marks_then_removing_the_last_finalizer_deletes() {
+    let r = registry().await;
+    let mut body = cm("a");
+    body["metadata"]["finalizers"] = json!(["example.com/x"]);
+    r.create(info("configmaps"), Some("default"), body, &opts())
+        .await
+        .unwrap();
+    let w = r
+        .delete(
+            info("configmaps"),
+            Some("default"),
+            "a",
+            &DeleteOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(w.object.value["metadata"]["deletionTimestamp"].is_string());
+    assert!(r.get(info("configmaps"), Some("default"), "a").is_ok());
+    let patch = br#"{"metadata":{"finalizers":null}}"#;
+    r.patch(
+        info("configmaps"),
+        Some("default"),
+        "a",
+        None,
+        PatchType::Merge,
+        patch,
+        &opts(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r.get(info("configmaps"), Some("default"), "a").unwrap_err().code,
+        404
+    );
+}
+
+#[tokio::test]
+async fn unscheduled_pod_is_deleted_at_once_and_a_bound_pod_gracefully() {
+    let r = registry().await;
+    r.create(info("pods"), Some("default"), pod("free"), &opts())
+        .await
+        .unwrap();
+    let w = r
+        .delete(info("pods"), Some("default"), "free", &DeleteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(w.event, Some(crate::watch::EventType::Deleted));
+    let mut bound = pod("bound");
+    bound["spec"]["nodeName"] = json!("n1");
+    r.create(info("pods"), Some("default"), bound, &opts())
+        .await
+        .unwrap();
+    let w = r
+        .delete(info("pods"), Some("default"), "bound", &DeleteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(w.object.value["metadata"]["deletionGracePeriodSeconds"], 30);
+    assert!(r.get(info("pods"), Some("default"), "bound").is_ok());
+    let force = DeleteOptions {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    r.delete(info("pods"), Some("default"), "bound", &force)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.get(info("pods"), Some("default"), "bound").unwrap_err().code,
+        404
+    );
+}
+
+#[tokio::test]
+async fn delete_precondition_on_uid_conflicts() {
+    let r = registry().await;
+    r.create(info("configmaps"), Some("default"), cm("a"), &opts())
+        .await
+        .unwrap();
+    let o = DeleteOptions {
+        uid: Some("other".into()),
+        ..Default::default()
+    };
+    let e = r
+        .delete(info("configmaps"), Some("default"), "a", &o)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 409);
+}
+
+#[tokio::test]
+async fn dry_run_create_persists_nothing() {
+    let r = registry().await;
+    let rev = r.storage().revision();
+    let dry = WriteOptions {
+        dry_run: true,
+        ..Default::default()
+    };
+    let c = r
+        .create(info("configmaps"), Some("default"), cm("a"), &dry)
+        .await
+        .unwrap();
+    assert_eq!(c.value["metadata"]["name"], "a");
+    assert_eq!(r.storage().revision(), rev);
+    assert_eq!(
+        r.get(info("configmaps"), Some("default"), "a").unwrap_err().code,
+        404
+    );
+}
+
+#[tokio::test]
+async fn binding_assigns_the_node_once() {
+    let r = registry().await;
+    r.create(info("pods"), Some("default"), pod("p"), &opts())
+        .await
+        .unwrap();
+    let b = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}});
+    r.bind("default", "p", b.clone()).await.unwrap();
+    let p = r.get(info("pods"), Some("default"), "p").unwrap();
+    assert_eq!(p.value["spec"]["nodeName"], "n1");
+    assert_eq!(p.value["status"]["conditions"][0]["type"], "PodScheduled");
+    assert_eq!(r.bind("default", "p", b).await.unwrap_err().code, 409);
+}
+
+#[tokio::test]
+async fn services_get_a_cluster_ip_and_the_kubernetes_service_exists() {
+    let r = registry().await;
+    let k = r.get(info("services"), Some("default"), "kubernetes").unwrap();
+    assert_eq!(k.value["spec"]["clusterIP"], "10.96.0.1");
+    let body = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                      "spec": {"ports": [{"port": 80}]}});
+    let s = r
+        .create(info("services"), Some("default"), body, &opts())
+        .await
+        .unwrap();
+    assert_eq!(s.value["spec"]["clusterIP"], "10.96.0.10");
+    assert_eq!(s.value["spec"]["ports"][0]["targetPort"], 80);
+    assert_eq!(s.value["spec"]["type"], "ClusterIP");
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_deletes_its_objects_then_itself() {
+    let r = registry().await;
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}});
+    r.create(info("namespaces"), None, ns, &opts()).await.unwrap();
+    r.create(info("configmaps"), Some("team"), cm("a"), &opts())
+        .await
+        .unwrap();
+    r.create(info("pods"), Some("team"), pod("p"), &opts())
+        .await
+        .unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let ctl = tokio::spawn(namespace::run_controller(r.clone(), cancel.clone()));
+    let mut w = r
+        .watch(info("namespaces"), None, WatchFrom::After(r.storage().revision()))
+        .unwrap();
+    let marked = r
+        .delete(info("namespaces"), None, "team", &DeleteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(marked.object.value["status"]["phase"], "Terminating");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let next = tokio::time::timeout_at(deadline, w.subscription.next())
+            .await
+            .expect("namespace never went away");
+        if let crate::watch::Next::Event(e) = next
+            && e.kind == crate::watch::EventType::Deleted
+        {
+            break;
+        }
+    }
+    assert_eq!(
+        r.get(info("configmaps"), Some("team"), "a").unwrap_err().code,
+        404
+    );
+    assert_eq!(r.get(info("pods"), Some("team"), "p").unwrap_err().code, 404);
+    cancel.cancel();
+    ctl.await.unwrap();
+}

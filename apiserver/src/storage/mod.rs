@@ -1,0 +1,645 @@
+//! Storage: the one writer, the committed in-memory view, durable group commit, and the [`Store`] engines.
+//!
+//! ```text
+//! registry ──write(key, decide)──► Writer (one lock): current (pending-aware) → decide → next revision
+//!                                    → Store::write(object + revision, atomically) → pending queue
+//! flusher thread: Store::flush (fsync, once for every write queued meanwhile = group commit)
+//!                 → apply to the committed view + Hub::publish (same lock, revision order)
+//!                 → wake the writers: their requests are answered only now
+//! readers (get, list, watch start) see the committed view only: nothing that could still be lost.
+//! ```
+//!
+//! All objects live in memory (like upstream's watch cache); the `Store` is the durable copy, read once at
+//! start-up. That keeps reads fast and lets the engine be swapped (sled today; an in-memory store for tests).
+
+mod memory;
+mod sled_store;
+
+pub use memory::MemoryStore;
+pub use sled_store::SledStore;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::watch as tokio_watch;
+
+use crate::watch::{Event, EventType, Hub, HubConfig, Start, Subscription};
+
+/// Failures of the storage engine (never a client's fault).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The engine failed.
+    #[error("storage engine: {0}")]
+    Engine(String),
+    /// A stored value could not be decoded.
+    #[error("corrupt value under key {key}: {reason}")]
+    Corrupt {
+        /// The key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// The storage is shutting down.
+    #[error("storage is shut down")]
+    Closed,
+}
+
+/// One key's new value (`None`: removed).
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// Object key.
+    pub key: String,
+    /// JSON bytes, or `None` for a deletion.
+    pub value: Option<Bytes>,
+}
+
+/// What a [`Store`] holds.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// The last revision written.
+    pub revision: u64,
+    /// Every object, key to JSON bytes.
+    pub objects: Vec<(String, Bytes)>,
+}
+
+/// A durable key-value engine. Calls come from one writer at a time, plus the flusher.
+pub trait Store: Send + Sync + 'static {
+    /// Read everything (at start-up).
+    fn load(&self) -> Result<Loaded, StoreError>;
+    /// Persist `changes` and `revision` atomically (not yet necessarily durable).
+    fn write(&self, revision: u64, changes: &[Change]) -> Result<(), StoreError>;
+    /// Make every earlier `write` durable.
+    fn flush(&self) -> Result<(), StoreError>;
+    /// Bytes used on disk, if the engine knows.
+    fn size_on_disk(&self) -> Option<u64>;
+}
+
+/// A stored object: its parsed JSON and the exact bytes served.
+#[derive(Debug)]
+pub struct Stored {
+    /// The revision it was written at (its `metadata.resourceVersion`).
+    pub revision: u64,
+    /// The object.
+    pub value: Value,
+    /// `value` serialised, compact.
+    pub bytes: Bytes,
+}
+
+impl Stored {
+    /// Stamp `value` with `revision` as its resourceVersion and serialise it.
+    pub fn new(revision: u64, mut value: Value) -> Stored {
+        if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), Value::String(revision.to_string()));
+        }
+        let bytes = Bytes::from(serde_json::to_vec(&value).expect("a JSON value always serialises"));
+        Stored {
+            revision,
+            value,
+            bytes,
+        }
+    }
+
+    fn decode(key: &str, bytes: Bytes) -> Result<Stored, StoreError> {
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
+            key: key.to_string(),
+            reason: e.to_string(),
+        })?;
+        let revision = value
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        Ok(Stored {
+            revision,
+            value,
+            bytes,
+        })
+    }
+}
+
+/// What the registry decided to do with a key, given its current state.
+#[derive(Debug)]
+pub enum Decision {
+    /// Store this object (the storage stamps the resourceVersion).
+    Put(Value),
+    /// Remove the object.
+    Delete,
+    /// Change nothing; answer with the current object.
+    Keep,
+    /// Dry run: answer with this object, persist nothing.
+    Preview(Value),
+}
+
+/// The result of a write.
+#[derive(Debug)]
+pub struct Written {
+    /// The object as stored (for a deletion: its last state with the deletion's revision; for a preview:
+    /// the would-be object with no revision).
+    pub object: Arc<Stored>,
+    /// What happened, if anything was written.
+    pub event: Option<EventType>,
+}
+
+/// A consistent list: objects and the revision they are current at.
+pub struct ListResult {
+    /// The matching objects in key order (namespace, then name).
+    pub items: Vec<Arc<Stored>>,
+    /// The committed revision of the snapshot.
+    pub revision: u64,
+    /// The key to continue after, if `limit` cut the list.
+    pub next_key: Option<String>,
+    /// How many more objects follow the page.
+    pub remaining: usize,
+}
+
+/// A watch's starting point.
+pub enum WatchFrom {
+    /// Synthetic ADDED events for the current objects, then changes.
+    Now,
+    /// Changes strictly after this revision.
+    After(u64),
+}
+
+/// A registered watch: what to send first, and the live subscription.
+pub struct WatchStart {
+    /// Objects to send as synthetic ADDED events.
+    pub initial: Vec<Arc<Stored>>,
+    /// History events to replay.
+    pub replay: Vec<Arc<Event>>,
+    /// The revision the initial objects or replay bring the watcher up to.
+    pub revision: u64,
+    /// Live events after that.
+    pub subscription: Subscription,
+}
+
+/// A watch that cannot start: the revision is older than the history (upstream `Expired`).
+#[derive(Debug)]
+pub struct TooOld {
+    /// The requested revision.
+    pub requested: u64,
+    /// The oldest revision still resumable.
+    pub oldest: u64,
+}
+
+struct Writer {
+    revision: u64,
+    /// Writes not yet committed (flushed), so the next writer sees them.
+    overlay: HashMap<String, (u64, Option<Arc<Stored>>)>,
+}
+
+struct Committed {
+    revision: u64,
+    objects: BTreeMap<String, Arc<Stored>>,
+}
+
+struct Pending {
+    events: VecDeque<Arc<Event>>,
+    shutdown: bool,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    writer: Mutex<Writer>,
+    committed: RwLock<Committed>,
+    hub: Arc<Hub>,
+    pending: Mutex<Pending>,
+    wake: Condvar,
+    /// The last revision made durable and published; `u64::MAX` after a fatal flush error.
+    durable: tokio_watch::Sender<u64>,
+}
+
+/// The storage handle, cheap to clone.
+#[derive(Clone)]
+pub struct Storage {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Storage {
+    /// Load everything from `store` and start the flusher thread.
+    pub fn open(store: Arc<dyn Store>, hub_config: HubConfig) -> Result<Storage, StoreError> {
+        let loaded = store.load()?;
+        let mut objects = BTreeMap::new();
+        for (key, bytes) in loaded.objects {
+            let stored = Stored::decode(&key, bytes)?;
+            objects.insert(key, Arc::new(stored));
+        }
+        let revision = loaded.revision;
+        let (durable, _) = tokio_watch::channel(revision);
+        let inner = Arc::new(Inner {
+            store,
+            writer: Mutex::new(Writer {
+                revision,
+                overlay: HashMap::new(),
+            }),
+            committed: RwLock::new(Committed { revision, objects }),
+            hub: Hub::new(hub_config, revision),
+            pending: Mutex::new(Pending {
+                events: VecDeque::new(),
+                shutdown: false,
+            }),
+            wake: Condvar::new(),
+            durable,
+        });
+        let flusher = inner.clone();
+        std::thread::Builder::new()
+            .name("kubeling-flusher".into())
+            .spawn(move || flusher.flush_loop())
+            .map_err(|e| StoreError::Engine(format!("starting the flusher thread: {e}")))?;
+        Ok(Storage { inner })
+    }
+
+    /// The last committed revision.
+    pub fn revision(&self) -> u64 {
+        self.read().revision
+    }
+
+    /// The watch hub.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.inner.hub
+    }
+
+    /// Bytes on disk, if known.
+    pub fn size_on_disk(&self) -> Option<u64> {
+        self.inner.store.size_on_disk()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Committed> {
+        self.inner.committed.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The committed object under `key`.
+    pub fn get(&self, key: &str) -> Option<Arc<Stored>> {
+        self.read().objects.get(key).cloned()
+    }
+
+    /// Committed objects under `prefix`, from `start` (exclusive of nothing: the first key >= start), keeping
+    /// those `keep` accepts, at most `limit` of them.
+    pub fn list(
+        &self,
+        prefix: &str,
+        start: Option<&str>,
+        limit: Option<usize>,
+        mut keep: impl FnMut(&Stored) -> bool,
+    ) -> ListResult {
+        let c = self.read();
+        let lower = match start {
+            Some(s) if s > prefix => Bound::Included(s.to_string()),
+            _ => Bound::Included(prefix.to_string()),
+        };
+        let mut items = Vec::new();
+        let mut next_key = None;
+        let mut remaining = 0;
+        for (key, obj) in c.objects.range((lower, Bound::Unbounded)) {
+            if !key.starts_with(prefix) {
+                break;
+            }
+            if !keep(obj) {
+                continue;
+            }
+            if limit.is_some_and(|l| items.len() >= l) {
+                if next_key.is_none() {
+                    next_key = Some(key.clone());
+                }
+                remaining += 1;
+                continue;
+            }
+            items.push(obj.clone());
+        }
+        ListResult {
+            items,
+            revision: c.revision,
+            next_key,
+            remaining,
+        }
+    }
+
+    /// Start a watch of keys under `prefix`: the snapshot or history and the live subscription meet at one cut.
+    pub fn watch(&self, prefix: &str, from: WatchFrom) -> Result<WatchStart, TooOld> {
+        let c = self.read();
+        match from {
+            WatchFrom::Now => {
+                let initial: Vec<Arc<Stored>> = c
+                    .objects
+                    .range(prefix.to_string()..)
+                    .take_while(|(k, _)| k.starts_with(prefix))
+                    .map(|(_, v)| v.clone())
+                    .collect();
+                let (_, subscription) = self.inner.hub.subscribe(prefix.to_string(), None);
+                Ok(WatchStart {
+                    initial,
+                    replay: Vec::new(),
+                    revision: c.revision,
+                    subscription,
+                })
+            }
+            WatchFrom::After(n) => match self.inner.hub.subscribe(prefix.to_string(), Some(n)) {
+                (Start::TooOld { requested, oldest }, _) => Err(TooOld { requested, oldest }),
+                (Start::Replay(replay), subscription) => Ok(WatchStart {
+                    initial: Vec::new(),
+                    replay,
+                    revision: c.revision,
+                    subscription,
+                }),
+            },
+        }
+    }
+
+    /// Change one key under the single writer: `decide` sees the current object (including writes not yet
+    /// durable) and says what to do. Returns once the change is durable and published.
+    pub async fn write<E>(
+        &self,
+        key: &str,
+        decide: impl FnOnce(Option<&Arc<Stored>>) -> Result<Decision, E>,
+    ) -> Result<Written, E>
+    where
+        E: From<StoreError>,
+    {
+        let (written, revision) = {
+            let mut w = lock(&self.inner.writer);
+            let current = match w.overlay.get(key) {
+                Some((_, pending)) => pending.clone(),
+                None => self.get(key),
+            };
+            let decision = decide(current.as_ref())?;
+            let revision = w.revision + 1;
+            let (event, change) = match decision {
+                Decision::Keep => {
+                    let object = current.expect("Keep needs an existing object");
+                    return Ok(Written { object, event: None });
+                }
+                Decision::Preview(value) => {
+                    let bytes = Bytes::from(serde_json::to_vec(&value).expect("JSON serialises"));
+                    return Ok(Written {
+                        object: Arc::new(Stored {
+                            revision: 0,
+                            value,
+                            bytes,
+                        }),
+                        event: None,
+                    });
+                }
+                Decision::Put(value) => {
+                    let stored = Arc::new(Stored::new(revision, value));
+                    let kind = if current.is_some() {
+                        EventType::Modified
+                    } else {
+                        EventType::Added
+                    };
+                    (kind, (stored.clone(), Some(stored)))
+                }
+                Decision::Delete => {
+                    let Some(old) = current.as_ref() else {
+                        return Err(StoreError::Engine(format!("delete of missing key {key}")).into());
+                    };
+                    let tombstone = Arc::new(Stored::new(revision, old.value.clone()));
+                    (EventType::Deleted, (tombstone, None))
+                }
+            };
+            let (object, new_state) = change;
+            let bytes = new_state.as_ref().map(|s| s.bytes.clone());
+            self.inner.store.write(
+                revision,
+                &[Change {
+                    key: key.to_string(),
+                    value: bytes,
+                }],
+            )?;
+            w.revision = revision;
+            w.overlay.insert(key.to_string(), (revision, new_state));
+            let ev = Arc::new(Event {
+                revision,
+                key: key.to_string(),
+                kind: event,
+                object: object.clone(),
+                previous: current,
+            });
+            let mut p = lock(&self.inner.pending);
+            if p.shutdown {
+                return Err(StoreError::Closed.into());
+            }
+            p.events.push_back(ev);
+            self.inner.wake.notify_one();
+            (
+                Written {
+                    object,
+                    event: Some(event),
+                },
+                revision,
+            )
+        };
+        self.wait_durable(revision).await?;
+        Ok(written)
+    }
+
+    async fn wait_durable(&self, revision: u64) -> Result<(), StoreError> {
+        let mut rx = self.inner.durable.subscribe();
+        let reached = rx
+            .wait_for(|&d| d >= revision)
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        if *reached == u64::MAX {
+            return Err(StoreError::Engine("flushing to disk failed; see the log".into()));
+        }
+        Ok(())
+    }
+
+    /// Stop accepting writes, flush what is queued, end every watch. Idempotent.
+    pub fn shutdown(&self) {
+        {
+            let mut p = lock(&self.inner.pending);
+            p.shutdown = true;
+            self.inner.wake.notify_one();
+        }
+        // Wait for the flusher to drain the queue.
+        let mut p = lock(&self.inner.pending);
+        while !p.events.is_empty() {
+            p = self.inner.wake.wait(p).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(p);
+        if let Err(e) = self.inner.store.flush() {
+            tracing::error!(error = %e, "final flush failed");
+        }
+        self.inner.hub.close_all();
+    }
+}
+
+impl Inner {
+    fn flush_loop(self: Arc<Self>) {
+        loop {
+            let batch: Vec<Arc<Event>> = {
+                let mut p = lock(&self.pending);
+                while p.events.is_empty() && !p.shutdown {
+                    p = self.wake.wait(p).unwrap_or_else(|e| e.into_inner());
+                }
+                if p.events.is_empty() {
+                    self.wake.notify_all();
+                    return;
+                }
+                p.events.iter().cloned().collect()
+            };
+            if let Err(e) = self.store.flush() {
+                // Nothing in this batch can be acknowledged: fail the waiting writes, and refuse more.
+                tracing::error!(error = %e, "flushing storage failed; writes are refused from now on");
+                self.durable.send_replace(u64::MAX);
+                let mut p = lock(&self.pending);
+                p.events.clear();
+                p.shutdown = true;
+                self.wake.notify_all();
+                return;
+            }
+            let last = batch.last().map(|e| e.revision).unwrap_or(0);
+            {
+                let mut c = self.committed.write().unwrap_or_else(|e| e.into_inner());
+                for ev in &batch {
+                    match ev.kind {
+                        EventType::Deleted => c.objects.remove(&ev.key),
+                        _ => c.objects.insert(ev.key.clone(), ev.object.clone()),
+                    };
+                    c.revision = ev.revision;
+                }
+                self.hub.publish(&batch);
+            }
+            {
+                let mut w = lock(&self.writer);
+                w.overlay.retain(|_, (rev, _)| *rev > last);
+            }
+            {
+                let mut p = lock(&self.pending);
+                let n = batch.len().min(p.events.len());
+                p.events.drain(..n);
+                self.wake.notify_all();
+            }
+            self.durable.send_replace(last);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn storage() -> Storage {
+        Storage::open(Arc::new(MemoryStore::default()), HubConfig::default()).unwrap()
+    }
+
+    fn obj(name: &str) -> Value {
+        json!({"metadata": {"name": name}})
+    }
+
+    async fn put(s: &Storage, key: &str, v: Value) -> Written {
+        s.write::<StoreError>(key, |_| Ok(Decision::Put(v)))
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_write_gets_the_next_revision_as_its_resource_version() {
+        let s = storage();
+        let a = put(&s, "core/pods/ns/a", obj("a")).await;
+        let b = put(&s, "core/pods/ns/b", obj("b")).await;
+        assert_eq!((a.object.revision, b.object.revision), (1, 2));
+        assert_eq!(b.object.value["metadata"]["resourceVersion"], "2");
+        assert_eq!(s.revision(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_write_is_visible_to_readers_once_acknowledged() {
+        let s = storage();
+        put(&s, "core/pods/ns/a", obj("a")).await;
+        assert_eq!(s.get("core/pods/ns/a").unwrap().revision, 1);
+    }
+
+    #[tokio::test]
+    async fn keep_changes_nothing_and_does_not_bump_the_revision() {
+        let s = storage();
+        put(&s, "k/a", obj("a")).await;
+        let w = s
+            .write::<StoreError>("k/a", |_| Ok(Decision::Keep))
+            .await
+            .unwrap();
+        assert!(w.event.is_none());
+        assert_eq!(s.revision(), 1);
+    }
+
+    #[tokio::test]
+    async fn delete_event_carries_the_deletion_revision() {
+        let s = storage();
+        put(&s, "k/a", obj("a")).await;
+        let w = s
+            .write::<StoreError>("k/a", |_| Ok(Decision::Delete))
+            .await
+            .unwrap();
+        assert_eq!(w.event, Some(EventType::Deleted));
+        assert_eq!(w.object.value["metadata"]["resourceVersion"], "2");
+        assert!(s.get("k/a").is_none());
+    }
+
+    #[tokio::test]
+    async fn list_pages_in_key_order_and_reports_what_remains() {
+        let s = storage();
+        for n in ["c", "a", "b"] {
+            put(&s, &format!("core/pods/ns/{n}"), obj(n)).await;
+        }
+        put(&s, "core/pods/other/z", obj("z")).await;
+        let page = s.list("core/pods/ns/", None, Some(2), |_| true);
+        let names: Vec<_> = page
+            .items
+            .iter()
+            .map(|o| o.value["metadata"]["name"].clone())
+            .collect();
+        assert_eq!(names, vec![json!("a"), json!("b")]);
+        assert_eq!(page.next_key.as_deref(), Some("core/pods/ns/c"));
+        assert_eq!(page.remaining, 1);
+        let rest = s.list("core/pods/ns/", page.next_key.as_deref(), Some(2), |_| true);
+        assert_eq!(rest.items.len(), 1);
+        assert!(rest.next_key.is_none());
+    }
+
+    #[tokio::test]
+    async fn concurrent_writers_are_serialised_and_all_acknowledged() {
+        let s = storage();
+        let mut tasks = Vec::new();
+        for i in 0..50 {
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move {
+                put(&s, &format!("k/{i}"), obj("x")).await.object.revision
+            }));
+        }
+        let mut revs = Vec::new();
+        for t in tasks {
+            revs.push(t.await.unwrap());
+        }
+        revs.sort();
+        assert_eq!(revs, (1..=50).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn watch_now_starts_with_current_objects_then_live_changes_without_duplicates() {
+        let s = storage();
+        put(&s, "k/a", obj("a")).await;
+        let mut w = s.watch("k/", WatchFrom::Now).unwrap();
+        assert_eq!(w.initial.len(), 1);
+        put(&s, "k/b", obj("b")).await;
+        match w.subscription.next().await {
+            crate::watch::Next::Event(e) => assert_eq!(e.revision, 2),
+            _ => panic!("expected an event"),
+        }
+    }
+
+    #[tokio::test]
+    async fn watch_after_replays_history() {
+        let s = storage();
+        put(&s, "k/a", obj("a")).await;
+        put(&s, "k/b", obj("b")).await;
+        let w = s.watch("k/", WatchFrom::After(1)).unwrap();
+        assert_eq!(w.replay.iter().map(|e| e.revision).collect::<Vec<_>>(), vec![2]);
+    }
+}

@@ -1,0 +1,2 @@
+//! kubeling's node agent (a kubelet on Docker). It arrives with step 3; this crate holds its place in the
+//! workspace so the layout is final from the start.

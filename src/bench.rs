@@ -1,0 +1,283 @@
+//! `kubeling bench`: measures the API server the way the issues state their targets, on this machine, and
+//! prints the figures. Nothing here asserts: timings on a shared 2-core machine are for reading, not gating.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+/// Options of `kubeling bench`.
+#[derive(clap::Args, Clone)]
+pub(crate) struct BenchArgs {
+    /// Pods created one at a time by one client.
+    #[arg(long, default_value_t = 2000)]
+    pub(crate) pods: usize,
+    /// Watchers for the fan-out measurement.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) watchers: usize,
+    /// Start-ups to time.
+    #[arg(long, default_value_t = 5)]
+    pub(crate) starts: usize,
+}
+
+struct Server {
+    child: Child,
+    kubeconfig: std::path::PathBuf,
+    ready_after: Duration,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(data_dir: &Path) -> anyhow::Result<Server> {
+    use std::io::{BufRead, BufReader};
+    let t0 = Instant::now();
+    let mut child = Command::new(std::env::current_exe()?)
+        .args(["apiserver", "--port", "0", "--no-kubeconfig-merge", "--data-dir"])
+        .arg(data_dir)
+        .env("KUBELING_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting kubeling apiserver")?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
+    let ready_after = t0.elapsed();
+    let kubeconfig = line
+        .rsplit("KUBECONFIG=")
+        .next()
+        .context("ready line")?
+        .trim()
+        .into();
+    Ok(Server {
+        child,
+        kubeconfig,
+        ready_after,
+    })
+}
+
+async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok(kube::Client::try_from(cfg)?)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit(')').next()?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+fn dir_size(path: &Path) -> u64 {
+    std::fs::read_dir(path)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_size(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": "bench"}},
+        "spec": {"containers": [{"name": "c", "image": "kubeling/testbox:0.1", "ports": [{"containerPort": 8080}]}]}
+    }))
+    .expect("a valid pod")
+}
+
+/// Run every measurement and print the figures.
+pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    println!(
+        "kubeling bench (API server), {} cores",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
+    println!(
+        "upstream kube-apiserver 1.32 + etcd 3.4 on the same kind of machine (from the issue): start to /readyz 2.1-2.8 s; idle RSS 239 MB + 45 MB; sequential pod creates 430-525/s (p99 6-8 ms); LIST of 1,000 pods 145 ms"
+    );
+    println!();
+
+    // 1. Start to ready, on empty data dirs: spawn to the ready line, then the first /readyz answered.
+    let mut starts = Vec::new();
+    let mut readyz = Vec::new();
+    for i in 0..args.starts {
+        let t0 = Instant::now();
+        let srv = start(&tmp.path().join(format!("start{i}")))?;
+        let c = client(&srv.kubeconfig).await?;
+        let req = http::Request::get("/readyz").body(Vec::new())?;
+        c.request_text(req).await.context("/readyz")?;
+        starts.push(srv.ready_after);
+        readyz.push(t0.elapsed());
+    }
+    starts.sort();
+    readyz.sort();
+    println!(
+        "start to ready line (empty data dir): median {}, min {}",
+        ms(percentile(&starts, 0.5)),
+        ms(starts[0])
+    );
+    println!(
+        "start to first /readyz answered:     median {}, min {}  (target < 100 ms; includes the client's TLS set-up)",
+        ms(percentile(&readyz, 0.5)),
+        ms(readyz[0])
+    );
+
+    // 2. Idle footprint.
+    let data = tmp.path().join("main");
+    let srv = start(&data)?;
+    let pid = srv.child.id();
+    let c = client(&srv.kubeconfig).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let t0 = cpu_ticks(pid).unwrap_or(0);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let t1 = cpu_ticks(pid).unwrap_or(0);
+    println!(
+        "idle RSS: {} MB (target < 25 MB); idle CPU over 5 s: {:.2}% of a core",
+        rss_kib(pid).unwrap_or(0) / 1024,
+        (t1 - t0) as f64 / 100.0 / 5.0 * 100.0
+    );
+
+    // 3. One client creating pods one at a time (each answered only after it is on disk).
+    let nss: Api<Namespace> = Api::all(c.clone());
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "bench"}}))?,
+    )
+    .await?;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "bench");
+    let mut lat = Vec::with_capacity(args.pods);
+    let t0 = Instant::now();
+    for i in 0..args.pods {
+        let t = Instant::now();
+        pods.create(&PostParams::default(), &pod(&format!("p{i:05}")))
+            .await?;
+        lat.push(t.elapsed());
+    }
+    let total = t0.elapsed();
+    lat.sort();
+    println!(
+        "sequential pod creates: {} pods in {:.2} s = {:.0}/s; p50 {}, p99 {} (target >= 2000/s)",
+        args.pods,
+        total.as_secs_f64(),
+        args.pods as f64 / total.as_secs_f64(),
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99))
+    );
+
+    // 4. LIST of 1,000 pods (first 1,000 of the namespace), client-measured, JSON.
+    let mut lists = Vec::new();
+    for _ in 0..20 {
+        let req = http::Request::get("/api/v1/namespaces/bench/pods?limit=1000").body(Vec::new())?;
+        let t = Instant::now();
+        let body = c.request_text(req).await?;
+        lists.push(t.elapsed());
+        anyhow::ensure!(body.len() > 1000, "empty list");
+    }
+    lists.sort();
+    println!(
+        "LIST of 1,000 pods: median {}, p99 {} (target < 20 ms)",
+        ms(percentile(&lists, 0.5)),
+        ms(percentile(&lists, 0.99))
+    );
+
+    // 5. Watch fan-out: how long after a write is acknowledged each of N watchers has the event.
+    let rv = pods
+        .get("p00000")
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    let mut tasks = Vec::new();
+    for _ in 0..args.watchers {
+        let mut stream = pods
+            .watch(&WatchParams::default().labels("app=fanout"), &rv)
+            .await?
+            .boxed();
+        let tx = tx.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(Ok(ev)) = stream.next().await {
+                if let WatchEvent::Added(p) = ev {
+                    let _ = tx.send((p.metadata.name.unwrap_or_default(), Instant::now()));
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let writes = 50;
+    let mut acked = std::collections::HashMap::new();
+    for i in 0..writes {
+        let name = format!("fan{i:03}");
+        let mut p = pod(&name);
+        p.metadata.labels = Some([("app".to_string(), "fanout".to_string())].into());
+        pods.create(&PostParams::default(), &p).await?;
+        acked.insert(name, Instant::now());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut delays = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while delays.len() < writes * args.watchers && Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_secs(1), rx.recv()).await {
+            Ok(Some((name, at))) => {
+                if let Some(ack) = acked.get(&name) {
+                    delays.push(at.saturating_duration_since(*ack));
+                }
+            }
+            _ => break,
+        }
+    }
+    for t in tasks {
+        t.abort();
+    }
+    delays.sort();
+    println!(
+        "watch fan-out to {} watchers: {} of {} deliveries; after the write's acknowledgement p50 {}, p99 {} (target p99 < 2 ms; 0 = before the ack)",
+        args.watchers,
+        delays.len(),
+        writes * args.watchers,
+        ms(percentile(&delays, 0.5)),
+        ms(percentile(&delays, 0.99))
+    );
+
+    let objects = args.pods + writes;
+    println!(
+        "disk: {} MB for {} pods and the system objects (sled; watched because of its space amplification)",
+        dir_size(&data.join("db")) / 1024 / 1024,
+        objects
+    );
+    println!("RSS after the run: {} MB", rss_kib(pid).unwrap_or(0) / 1024);
+    drop(srv);
+    Ok(())
+}

@@ -1,0 +1,231 @@
+//! End-to-end harness: runs the real `kubeling` binary on a free port with a temp data dir and drives it with
+//! the real kubectl.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const KUBECTL: &str = "kubectl";
+
+pub struct Cluster {
+    child: Option<Child>,
+    pub data_dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub url: String,
+    pub port: u16,
+    pub startup: Duration,
+    _tmp: Option<tempfile::TempDir>,
+    cache_dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// `kubeling apiserver --port 0` on a fresh data dir.
+    pub fn start() -> Cluster {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let mut c = Self::start_in(&dir, 0, "apiserver");
+        c._tmp = Some(tmp);
+        c
+    }
+
+    /// Start the binary with `subcommand` on `data_dir` and `port`.
+    pub fn start_in(data_dir: &Path, port: u16, subcommand: &str) -> Cluster {
+        let t0 = Instant::now();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kubeling"))
+            .args([subcommand, "--data-dir"])
+            .arg(data_dir)
+            .args(["--port", &port.to_string(), "--no-kubeconfig-merge"])
+            .env("KUBELING_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawning kubeling");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(l)) = lines.next() {
+                let _ = tx.send(l);
+            }
+            for _ in lines {}
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("kubeling never printed its ready line");
+        let startup = t0.elapsed();
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("https://"))
+            .expect("url in ready line")
+            .to_string();
+        let kubeconfig = PathBuf::from(line.rsplit("KUBECONFIG=").next().unwrap().trim());
+        let port = url.rsplit(':').next().unwrap().parse().unwrap();
+        Cluster {
+            child: Some(child),
+            data_dir: data_dir.to_path_buf(),
+            kubeconfig,
+            url,
+            port,
+            startup,
+            _tmp: None,
+            cache_dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// Run kubectl with this cluster's kubeconfig.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_stdin(args, None)
+    }
+
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new(KUBECTL);
+        cmd.args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECACHEDIR", self.cache_dir.path())
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("running kubectl");
+        if let Some(input) = stdin {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        }
+        child.wait_with_output().unwrap()
+    }
+
+    /// kubectl that must succeed; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn ok_stdin(&self, args: &[&str], stdin: &str) -> String {
+        let out = self.kubectl_stdin(args, Some(stdin));
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// kubectl that must fail; returns stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} should have failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// SIGKILL, then wait.
+    pub fn kill9(&mut self) {
+        let mut c = self.child.take().unwrap();
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+
+    /// SIGTERM; returns the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().unwrap();
+        Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(s) = c.try_wait().unwrap() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "kubeling did not exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The bearer token from the data dir.
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("pki/token"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    /// A raw HTTPS request with curl (for bad-input tests that kubectl would refuse to send).
+    pub fn curl(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        content_type: &str,
+        body: Option<&[u8]>,
+    ) -> (u16, serde_json::Value) {
+        let ca = self.data_dir.join("pki/ca.crt");
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "--cacert"])
+            .arg(&ca)
+            .args(["-X", method]);
+        if let Some(t) = token {
+            cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
+        }
+        cmd.args(["-H", &format!("Content-Type: {content_type}")]);
+        if body.is_some() {
+            cmd.args(["--data-binary", "@-"]);
+        }
+        cmd.arg(format!("{}{}", self.url, path));
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("curl");
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            if let Some(b) = body {
+                stdin.write_all(b).unwrap();
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let (body, code) = text.rsplit_once('\n').expect("status line");
+        let json = serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_string()));
+        (code.trim().parse().unwrap(), json)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Poll `f` until it returns Some, or panic after `timeout`.
+pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
