@@ -155,10 +155,7 @@ impl ApiServer {
                 tracing::error!(error = %e, "the HTTPS server stopped");
             }
         }));
-        tasks.push(tokio::spawn(registry::namespace::run_controller(
-            registry,
-            cancel.clone(),
-        )));
+        tasks.push(registry::namespace::spawn_controller(registry, cancel.clone()));
         Ok(ApiServer {
             addr,
             tls,

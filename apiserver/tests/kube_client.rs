@@ -242,7 +242,7 @@ async fn bookmarks_carry_kind_and_api_version_and_timeout_ends_the_stream() {
     let api: Api<Pod> = Api::namespaced(srv.client(), "default");
     let list = api.list(&ListParams::default()).await.unwrap();
     let rv = list.metadata.resource_version.unwrap();
-    let wp = WatchParams::default().bookmarks(true).timeout(1);
+    let wp = WatchParams::default().timeout(1);
     let mut stream = api.watch(&wp, &rv).await.unwrap().boxed();
     let mut bookmarks = 0;
     while let Some(ev) = tokio::time::timeout(WAIT, stream.next()).await.unwrap() {

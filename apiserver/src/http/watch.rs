@@ -27,6 +27,13 @@ use crate::watch::{Event, EventType, Next};
 /// How often an idle watch that allows bookmarks gets one (upstream's cacher: about once a minute).
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
 
+/// How often an idle watch stream gets an empty line. hyper notices a client that hung up only when it
+/// writes, so without this a watcher whose connection closed would stay registered until the next event.
+/// Deliberate difference from upstream (Go's server sees the hang-up itself); every client skips blank
+/// lines: kube-rs ignores them as EOF parse errors, client-go's JSON framer skips whitespace, and the
+/// Python client's `iter_resp_lines` drops empty lines.
+const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(3);
+
 struct Encoder {
     info: &'static ResourceInfo,
     format: Format,
@@ -257,6 +264,9 @@ async fn run(mut w: Watcher, start: WatchStart, opts: Opts, cancel: Cancellation
     let deadline = tokio::time::Instant::now() + opts.timeout;
     let mut ticker =
         tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_INTERVAL, BOOKMARK_INTERVAL);
+    let mut heartbeat =
+        tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT_INTERVAL, HEARTBEAT_INTERVAL);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -268,6 +278,11 @@ async fn run(mut w: Watcher, start: WatchStart, opts: Opts, cancel: Cancellation
                 }
                 return;
             }
+            _ = heartbeat.tick() => {
+                if !w.send(Bytes::from_static(b"\n")).await {
+                    return;
+                }
+            }
             _ = ticker.tick(), if opts.allow_bookmarks => {
                 if let Some(rev) = subscription.caught_up_revision()
                     && !w.send(w.enc.bookmark(rev, false)).await
@@ -277,6 +292,7 @@ async fn run(mut w: Watcher, start: WatchStart, opts: Opts, cancel: Cancellation
             }
             next = subscription.next() => match next {
                 Next::Event(ev) => {
+                    heartbeat.reset();
                     last = ev.revision;
                     if !w.event(&ev).await {
                         return;

@@ -1,8 +1,6 @@
 //! Namespaces: the strategy (`pkg/registry/core/namespace`) and the namespace controller that empties a
 //! deleted namespace, then removes it.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -28,17 +26,25 @@ pub fn prepare_update(new: &mut Value, old: &Value, status_update: bool) {
     }
 }
 
-/// Runs until `cancel`: whenever something changes, every namespace being deleted has its objects deleted
-/// and, once it is empty, is removed itself.
-pub async fn run_controller(registry: Registry, cancel: CancellationToken) {
+/// Start the controller: it subscribes before this returns (so a server that has started has its controller
+/// watching), then runs until `cancel`. Whenever something changes, every namespace being deleted has its
+/// objects deleted and, once it is empty, is removed itself.
+pub fn spawn_controller(registry: Registry, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+    let first = subscribe(&registry);
+    tokio::spawn(run_controller(registry, first, cancel))
+}
+
+fn subscribe(registry: &Registry) -> Option<crate::storage::WatchStart> {
+    // Watch everything: a change anywhere may be the last object of a terminating namespace leaving.
+    registry.storage().watch("", WatchFrom::After(registry.storage().revision())).ok()
+}
+
+async fn run_controller(registry: Registry, mut next_watch: Option<crate::storage::WatchStart>, cancel: CancellationToken) {
     let ns_info = resources::find("", "v1", "namespaces").expect("namespaces are served");
     loop {
-        // Watch everything: a change anywhere may be the last object of a terminating namespace leaving.
-        let Ok(mut watch) = registry
-            .storage()
-            .watch("", WatchFrom::After(registry.storage().revision()))
-        else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        let Some(mut watch) = next_watch.take().or_else(|| subscribe(&registry)) else {
+            // Only possible if the revision moved between reading it and subscribing: try again.
+            tokio::task::yield_now().await;
             continue;
         };
         sweep(&registry, ns_info).await;

@@ -451,7 +451,7 @@ async fn deleting_a_namespace_deletes_its_objects_then_itself() {
         .await
         .unwrap();
     let cancel = tokio_util::sync::CancellationToken::new();
-    let ctl = tokio::spawn(namespace::run_controller(r.clone(), cancel.clone()));
+    let ctl = namespace::spawn_controller(r.clone(), cancel.clone());
     let mut w = r
         .watch(info("namespaces"), None, WatchFrom::After(r.storage().revision()))
         .unwrap();

@@ -640,6 +640,67 @@ pub fn validate_object_meta(meta: &ObjectMeta, namespaced: bool, rule: NameRule)
     errs
 }
 
+/// upstream `ValidateObjectMetaUpdate`: the identity fields may not change, generation may not go
+/// down, and an object being deleted may not gain finalizers. Labels, annotations, owner references
+/// and finalizer names are checked by [`validate_object_meta`] on the new object, which update paths
+/// call as well (upstream checks them in both and so reports them twice; we report them once).
+/// `resourceVersion` is left to the store's precondition check.
+pub fn validate_object_meta_update(new: &ObjectMeta, old: &ObjectMeta) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if old.deletion_timestamp.is_some() {
+        let old_f = old.finalizers.as_deref().unwrap_or_default();
+        let extra: std::collections::BTreeSet<&String> =
+            new.finalizers.iter().flatten().filter(|f| !old_f.contains(f)).collect();
+        if !extra.is_empty() {
+            let extra: Vec<String> = extra.into_iter().cloned().collect();
+            errs.push(FieldError::forbidden(
+                "metadata.finalizers",
+                &format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers {}",
+                    go_string_slice(&extra)
+                ),
+            ));
+        }
+    }
+    if new.generation.unwrap_or(0) < old.generation.unwrap_or(0) {
+        errs.push(FieldError::invalid(
+            "metadata.generation",
+            &json!(new.generation.unwrap_or(0)),
+            "must not be decremented",
+        ));
+    }
+    let immutable = |field: &str, new: Value, old: Value, errs: &mut Vec<FieldError>| {
+        if new != old {
+            errs.push(FieldError::invalid(format!("metadata.{field}"), &new, "field is immutable"));
+        }
+    };
+    let s = |v: &Option<String>| json!(v.as_deref().unwrap_or(""));
+    immutable("name", s(&new.name), s(&old.name), &mut errs);
+    immutable("namespace", s(&new.namespace), s(&old.namespace), &mut errs);
+    immutable("uid", s(&new.uid), s(&old.uid), &mut errs);
+    // upstream prints times with Go's time.String(); we print the RFC 3339 form.
+    let t = |v: Option<String>| v.map_or(Value::Null, Value::String);
+    immutable(
+        "creationTimestamp",
+        t(new.creation_timestamp.as_ref().map(|x| x.0.to_string())),
+        t(old.creation_timestamp.as_ref().map(|x| x.0.to_string())),
+        &mut errs,
+    );
+    immutable(
+        "deletionTimestamp",
+        t(new.deletion_timestamp.as_ref().map(|x| x.0.to_string())),
+        t(old.deletion_timestamp.as_ref().map(|x| x.0.to_string())),
+        &mut errs,
+    );
+    immutable(
+        "deletionGracePeriodSeconds",
+        json!(new.deletion_grace_period_seconds),
+        json!(old.deletion_grace_period_seconds),
+        &mut errs,
+    );
+    errs
+}
+
 // ---------------------------------------------------------------------------------------------
 // ConfigMap and Secret
 // ---------------------------------------------------------------------------------------------
