@@ -222,22 +222,53 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
             None => error_response(&ApiError::no_route()),
         },
         Route::NotFound => error_response(&ApiError::no_route()),
-        Route::Resource(r) => match resource(&st, parts.method, &parts.headers, query, body, r).await {
-            Ok(resp) => resp,
-            Err(e) => {
-                if e.code >= 500 {
-                    tracing::error!(error = %e, path = %parts.uri.path(), "request failed");
+        Route::Resource(r) => match read_body(body).await {
+            Err(e) => error_response(&e),
+            Ok(body) => match resource(&st, parts.method, &parts.headers, query, body, r).await {
+                Ok(resp) => resp,
+                Err(e) => {
+                    if e.code >= 500 {
+                        tracing::error!(error = %e, path = %parts.uri.path(), "request failed");
+                    }
+                    error_response(&e)
                 }
-                error_response(&e)
-            }
+            },
         },
     }
 }
 
 async fn read_body(body: Body) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| ApiError::too_large(format!("Request entity too large: limit is {MAX_BODY_BYTES}")))
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut buf = Vec::new();
+    let mut too_large = false;
+    let mut drained = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else {
+            return Err(ApiError::bad_request("error reading the request body"));
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        if too_large {
+            // Keep reading (and dropping) so the client gets our 413 rather than a reset connection.
+            drained += data.len();
+            if drained > 16 * MAX_BODY_BYTES {
+                break;
+            }
+            continue;
+        }
+        if buf.len() + data.len() > MAX_BODY_BYTES {
+            too_large = true;
+            buf = Vec::new();
+            continue;
+        }
+        buf.extend_from_slice(&data);
+    }
+    if too_large {
+        return Err(ApiError::too_large(format!(
+            "Request entity too large: limit is {MAX_BODY_BYTES}"
+        )));
+    }
+    Ok(Bytes::from(buf))
 }
 
 fn content_type(headers: &HeaderMap) -> String {
@@ -303,7 +334,7 @@ async fn resource(
     method: Method,
     headers: &HeaderMap,
     query: Query,
-    body: Body,
+    body: Bytes,
     r: ResourceRequest,
 ) -> Result<Response, ApiError> {
     let info = r.info;
@@ -315,12 +346,12 @@ async fn resource(
             Method::GET => list(st, info, ns, &query, negotiate(headers)?),
             Method::POST => {
                 let opts = query.write_options()?;
-                let obj = decode_object(headers, &read_body(body).await?)?;
+                let obj = decode_object(headers, &body)?;
                 let created = st.registry.create(info, ns, obj, &opts).await?;
                 Ok(json_response(StatusCode::CREATED, created.bytes.clone()))
             }
             Method::DELETE => {
-                let opts = delete_options(&query, &read_body(body).await?)?;
+                let opts = delete_options(&query, &body)?;
                 let sel = selection(info, &query, None)?;
                 let (items, rev) = st.registry.delete_collection(info, ns, &sel, &opts).await?;
                 Ok(json_response(
@@ -339,13 +370,13 @@ async fn resource(
             }
             Method::PUT => {
                 let opts = query.write_options()?;
-                let obj = decode_object(headers, &read_body(body).await?)?;
+                let obj = decode_object(headers, &body)?;
                 let updated = st.registry.update(info, ns, name, None, obj, &opts).await?;
                 Ok(json_response(StatusCode::OK, updated.bytes.clone()))
             }
             Method::PATCH => patch(st, info, ns, name, None, headers, &query, body).await,
             Method::DELETE => {
-                let opts = delete_options(&query, &read_body(body).await?)?;
+                let opts = delete_options(&query, &body)?;
                 let w = st.registry.delete(info, ns, name, &opts).await?;
                 let returns_object = info.group.is_empty()
                     && matches!(
@@ -384,7 +415,7 @@ async fn resource(
                 }
                 ("status", Method::PUT) => {
                     let opts = query.write_options()?;
-                    let obj = decode_object(headers, &read_body(body).await?)?;
+                    let obj = decode_object(headers, &body)?;
                     let updated = st
                         .registry
                         .update(info, ns, name, Some("status"), obj, &opts)
@@ -395,7 +426,7 @@ async fn resource(
                     patch(st, info, ns, name, Some("status"), headers, &query, body).await
                 }
                 ("binding", Method::POST) => {
-                    let obj = decode_object(headers, &read_body(body).await?)?;
+                    let obj = decode_object(headers, &body)?;
                     st.registry.bind(ns.unwrap_or("default"), name, obj).await?;
                     Ok(json_value(
                         StatusCode::CREATED,
@@ -418,7 +449,7 @@ async fn patch(
     sub: Option<&str>,
     headers: &HeaderMap,
     query: &Query,
-    body: Body,
+    body: Bytes,
 ) -> Result<Response, ApiError> {
     let kind = match content_type(headers).as_str() {
         "application/json-patch+json" => PatchType::Json,
@@ -436,10 +467,9 @@ async fn patch(
         ));
     }
     let opts = query.write_options()?;
-    let bytes = read_body(body).await?;
     let patched = st
         .registry
-        .patch(info, ns, name, sub, kind, &bytes, &opts)
+        .patch(info, ns, name, sub, kind, &body, &opts)
         .await?;
     Ok(json_response(StatusCode::OK, patched.bytes.clone()))
 }

@@ -264,8 +264,10 @@ async fn run(mut w: Watcher, start: WatchStart, opts: Opts, cancel: Cancellation
     let deadline = tokio::time::Instant::now() + opts.timeout;
     let mut ticker =
         tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_INTERVAL, BOOKMARK_INTERVAL);
-    let mut heartbeat =
-        tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT_INTERVAL, HEARTBEAT_INTERVAL);
+    let mut heartbeat = tokio::time::interval_at(
+        tokio::time::Instant::now() + HEARTBEAT_INTERVAL,
+        HEARTBEAT_INTERVAL,
+    );
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {

@@ -36,10 +36,17 @@ pub fn spawn_controller(registry: Registry, cancel: CancellationToken) -> tokio:
 
 fn subscribe(registry: &Registry) -> Option<crate::storage::WatchStart> {
     // Watch everything: a change anywhere may be the last object of a terminating namespace leaving.
-    registry.storage().watch("", WatchFrom::After(registry.storage().revision())).ok()
+    registry
+        .storage()
+        .watch("", WatchFrom::After(registry.storage().revision()))
+        .ok()
 }
 
-async fn run_controller(registry: Registry, mut next_watch: Option<crate::storage::WatchStart>, cancel: CancellationToken) {
+async fn run_controller(
+    registry: Registry,
+    mut next_watch: Option<crate::storage::WatchStart>,
+    cancel: CancellationToken,
+) {
     let ns_info = resources::find("", "v1", "namespaces").expect("namespaces are served");
     loop {
         let Some(mut watch) = next_watch.take().or_else(|| subscribe(&registry)) else {

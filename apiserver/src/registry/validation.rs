@@ -649,8 +649,12 @@ pub fn validate_object_meta_update(new: &ObjectMeta, old: &ObjectMeta) -> Vec<Fi
     let mut errs = Vec::new();
     if old.deletion_timestamp.is_some() {
         let old_f = old.finalizers.as_deref().unwrap_or_default();
-        let extra: std::collections::BTreeSet<&String> =
-            new.finalizers.iter().flatten().filter(|f| !old_f.contains(f)).collect();
+        let extra: std::collections::BTreeSet<&String> = new
+            .finalizers
+            .iter()
+            .flatten()
+            .filter(|f| !old_f.contains(f))
+            .collect();
         if !extra.is_empty() {
             let extra: Vec<String> = extra.into_iter().cloned().collect();
             errs.push(FieldError::forbidden(
@@ -671,7 +675,11 @@ pub fn validate_object_meta_update(new: &ObjectMeta, old: &ObjectMeta) -> Vec<Fi
     }
     let immutable = |field: &str, new: Value, old: Value, errs: &mut Vec<FieldError>| {
         if new != old {
-            errs.push(FieldError::invalid(format!("metadata.{field}"), &new, "field is immutable"));
+            errs.push(FieldError::invalid(
+                format!("metadata.{field}"),
+                &new,
+                "field is immutable",
+            ));
         }
     };
     let s = |v: &Option<String>| json!(v.as_deref().unwrap_or(""));
