@@ -90,6 +90,17 @@ fn json_value(code: StatusCode, v: &Value) -> Response {
     json_response(code, Bytes::from(serde_json::to_vec(v).expect("JSON serialises")))
 }
 
+/// Add one `Warning: 299 - "..."` header per warning the write collected (client-go prints them).
+fn with_warnings(mut resp: Response, opts: &WriteOptions) -> Response {
+    for w in opts.warnings.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
+}
+
 fn text(code: StatusCode, body: &'static str) -> Response {
     let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = code;
@@ -147,9 +158,13 @@ impl Query {
     }
 
     fn write_options(&self) -> Result<WriteOptions, ApiError> {
+        let field_validation = crate::registry::FieldValidation::parse(self.get("fieldValidation"))
+            .map_err(ApiError::bad_request)?;
         Ok(WriteOptions {
             dry_run: self.dry_run()?,
             field_manager: self.get("fieldManager").map(str::to_string),
+            field_validation,
+            warnings: Default::default(),
         })
     }
 }
@@ -348,7 +363,10 @@ async fn resource(
                 let opts = query.write_options()?;
                 let obj = decode_object(headers, &body)?;
                 let created = st.registry.create(info, ns, obj, &opts).await?;
-                Ok(json_response(StatusCode::CREATED, created.bytes.clone()))
+                Ok(with_warnings(
+                    json_response(StatusCode::CREATED, created.bytes.clone()),
+                    &opts,
+                ))
             }
             Method::DELETE => {
                 let opts = delete_options(&query, &body)?;
@@ -372,7 +390,10 @@ async fn resource(
                 let opts = query.write_options()?;
                 let obj = decode_object(headers, &body)?;
                 let updated = st.registry.update(info, ns, name, None, obj, &opts).await?;
-                Ok(json_response(StatusCode::OK, updated.bytes.clone()))
+                Ok(with_warnings(
+                    json_response(StatusCode::OK, updated.bytes.clone()),
+                    &opts,
+                ))
             }
             Method::PATCH => patch(st, info, ns, name, None, headers, &query, body).await,
             Method::DELETE => {
@@ -420,7 +441,10 @@ async fn resource(
                         .registry
                         .update(info, ns, name, Some("status"), obj, &opts)
                         .await?;
-                    Ok(json_response(StatusCode::OK, updated.bytes.clone()))
+                    Ok(with_warnings(
+                        json_response(StatusCode::OK, updated.bytes.clone()),
+                        &opts,
+                    ))
                 }
                 ("status", Method::PATCH) => {
                     patch(st, info, ns, name, Some("status"), headers, &query, body).await
@@ -467,11 +491,11 @@ async fn patch(
         ));
     }
     let opts = query.write_options()?;
-    let patched = st
-        .registry
-        .patch(info, ns, name, sub, kind, &body, &opts)
-        .await?;
-    Ok(json_response(StatusCode::OK, patched.bytes.clone()))
+    let patched = st.registry.patch(info, ns, name, sub, kind, &body, &opts).await?;
+    Ok(with_warnings(
+        json_response(StatusCode::OK, patched.bytes.clone()),
+        &opts,
+    ))
 }
 
 fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {

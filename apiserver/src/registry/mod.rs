@@ -40,6 +40,69 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// `fieldManager`.
     pub field_manager: Option<String>,
+    /// `fieldValidation`.
+    pub field_validation: FieldValidation,
+    /// Warnings for the response's `Warning` headers (unknown fields under `Warn`).
+    pub warnings: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+/// `fieldValidation`: what to do with fields the kind does not have.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Drop them silently.
+    Ignore,
+    /// Drop them and warn (upstream's default when the parameter is absent).
+    #[default]
+    Warn,
+    /// Refuse the request (kubectl sends this by default).
+    Strict,
+}
+
+impl FieldValidation {
+    /// Parse the query value; `None` (absent) is Warn.
+    pub fn parse(s: Option<&str>) -> Result<FieldValidation, String> {
+        match s {
+            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some(other) => Err(format!(
+                "fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
+            )),
+        }
+    }
+}
+
+/// Paths (`spec.foo`, `spec.containers[0].bar`) of fields in `input` that decoding dropped from `output`.
+pub fn unknown_fields(input: &Value, output: &Value) -> Vec<String> {
+    fn walk(input: &Value, output: &Value, path: &str, out: &mut Vec<String>) {
+        match (input, output) {
+            (Value::Object(i), Value::Object(o)) => {
+                for (k, v) in i {
+                    if v.is_null() {
+                        continue;
+                    }
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    match o.get(k) {
+                        None => out.push(p),
+                        Some(ov) => walk(v, ov, &p, out),
+                    }
+                }
+            }
+            (Value::Array(i), Value::Array(o)) => {
+                for (n, (a, b)) in i.iter().zip(o).enumerate() {
+                    walk(a, b, &format!("{path}[{n}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(input, output, "", &mut out);
+    out
 }
 
 /// `DeleteOptions`, from the body or the query.
@@ -186,7 +249,7 @@ impl Registry {
         service::bootstrap(self).await
     }
 
-    fn decode(&self, info: &ResourceInfo, body: Value) -> Result<Value, ApiError> {
+    fn decode(&self, info: &ResourceInfo, body: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
         if !body.is_object() {
             return Err(ApiError::bad_request(format!(
                 "{} in version {:?} cannot be handled as a {}: the body is not a JSON object",
@@ -209,12 +272,36 @@ impl Registry {
                 info.kind
             )));
         }
+        let input = if opts.field_validation == FieldValidation::Ignore {
+            None
+        } else {
+            Some(body.clone())
+        };
         let mut value = (info.canonical)(body).map_err(|e| {
             ApiError::bad_request(format!(
                 "{} in version {:?} cannot be handled as a {}: {e}",
                 info.kind, info.version, info.kind
             ))
         })?;
+        if let Some(input) = input {
+            let unknown = unknown_fields(&input, &value);
+            if !unknown.is_empty() {
+                let each: Vec<String> = unknown.iter().map(|f| format!("unknown field {f:?}")).collect();
+                if opts.field_validation == FieldValidation::Strict {
+                    return Err(ApiError::bad_request(format!(
+                        "{} in version {:?} cannot be handled as a {}: strict decoding error: {}",
+                        info.kind,
+                        info.version,
+                        info.kind,
+                        each.join(", ")
+                    )));
+                }
+                opts.warnings
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend(each);
+            }
+        }
         value["apiVersion"] = json!(api_version);
         value["kind"] = json!(info.kind);
         Ok(value)
@@ -273,7 +360,7 @@ impl Registry {
         body: Value,
         opts: &WriteOptions,
     ) -> Result<Arc<Stored>, ApiError> {
-        let mut obj = self.decode(info, body)?;
+        let mut obj = self.decode(info, body, opts)?;
         {
             let m = meta_mut(&mut obj);
             if info.namespaced {
@@ -413,7 +500,7 @@ impl Registry {
         body: Value,
         opts: &WriteOptions,
     ) -> Result<Arc<Stored>, ApiError> {
-        let new = self.decode(info, body)?;
+        let new = self.decode(info, body, opts)?;
         self.check_identity(info, ns, name, &new)?;
         let key = info.key(ns, name);
         let dry_run = opts.dry_run;
@@ -619,7 +706,7 @@ impl Registry {
                 {
                     return Err(ApiError::stale(info.plural, info.group, name));
                 }
-                let new = self.decode(info, doc)?;
+                let new = self.decode(info, doc, opts)?;
                 self.check_identity(info, ns, name, &new)?;
                 self.decide_update(info, old, new, subresource, dry_run)
             })

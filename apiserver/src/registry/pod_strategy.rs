@@ -55,10 +55,10 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let Ok(p) = typed(obj) else {
         return vec![FieldError::invalid("spec", &Value::Null, "cannot be decoded")];
     };
-    match old {
+    match old.map(typed) {
         None => pod::validate_pod_create(&p),
-        // Spec immutability on update arrives with step 2; until then the spec must at least stay valid.
-        Some(_) => pod::validate_pod_create(&p),
+        Some(Ok(old)) => pod::validate_pod_update(&p, &old),
+        Some(Err(e)) => vec![FieldError::invalid("metadata", &Value::Null, &e)],
     }
 }
 

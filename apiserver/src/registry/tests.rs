@@ -479,3 +479,72 @@ async fn deleting_a_namespace_deletes_its_objects_then_itself() {
     cancel.cancel();
     ctl.await.unwrap();
 }
+
+#[tokio::test]
+async fn strict_field_validation_names_the_unknown_field_and_warn_only_warns() {
+    let r = registry().await;
+    let mut body = cm("a");
+    body["spec"] = json!({"nope": 1});
+    body["data"] = json!({"k": "v"});
+    let strict = WriteOptions {
+        field_validation: FieldValidation::Strict,
+        ..Default::default()
+    };
+    let e = r
+        .create(info("configmaps"), Some("default"), body.clone(), &strict)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 400);
+    assert!(
+        e.message
+            .ends_with("strict decoding error: unknown field \"spec\""),
+        "{}",
+        e.message
+    );
+    let warn = WriteOptions::default();
+    r.create(info("configmaps"), Some("default"), body, &warn)
+        .await
+        .unwrap();
+    assert_eq!(
+        *warn.warnings.lock().unwrap(),
+        vec!["unknown field \"spec\"".to_string()]
+    );
+}
+
+#[test]
+fn unknown_fields_reports_nested_paths_with_list_indexes() {
+    let input = json!({"spec": {"containers": [{"name": "a", "bogus": 1}], "x": null}});
+    let output = json!({"spec": {"containers": [{"name": "a"}]}});
+    assert_eq!(
+        unknown_fields(&input, &output),
+        vec!["spec.containers[0].bogus".to_string()]
+    );
+}
+
+#[tokio::test]
+async fn forbidden_pod_spec_change_is_refused_with_upstreams_message() {
+    let r = registry().await;
+    let p = r
+        .create(info("pods"), Some("default"), pod("p"), &opts())
+        .await
+        .unwrap();
+    let mut body = p.value.clone();
+    body["spec"]["containers"][0]["command"] = json!(["sh"]);
+    let e = r
+        .update(info("pods"), Some("default"), "p", None, body, &opts())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message.contains("pod updates may not change fields other than"),
+        "{}",
+        e.message
+    );
+    let mut body = p.value.clone();
+    body["spec"]["containers"][0]["image"] = json!("busybox:1.37");
+    let u = r
+        .update(info("pods"), Some("default"), "p", None, body, &opts())
+        .await
+        .unwrap();
+    assert_eq!(u.value["spec"]["containers"][0]["image"], "busybox:1.37");
+}

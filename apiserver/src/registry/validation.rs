@@ -615,14 +615,14 @@ pub fn validate_object_meta(meta: &ObjectMeta, namespaced: bool, rule: NameRule)
         ));
     }
 
-    if let Some(g) = meta.generation {
-        if g < 0 {
-            errs.push(FieldError::invalid(
-                "metadata.generation",
-                &json!(g),
-                "must be greater than or equal to 0",
-            ));
-        }
+    if let Some(g) = meta.generation
+        && g < 0
+    {
+        errs.push(FieldError::invalid(
+            "metadata.generation",
+            &json!(g),
+            "must be greater than or equal to 0",
+        ));
     }
     if let Some(labels) = &meta.labels {
         errs.extend(validate_labels(labels, "metadata.labels"));
@@ -735,7 +735,7 @@ fn decode_base64(s: &str) -> Result<Vec<u8>, String> {
     // Go's decoder skips '\r' and '\n'.
     let bytes: Vec<u8> = s.bytes().filter(|&c| c != b'\r' && c != b'\n').collect();
     let illegal = |i: usize| format!("illegal base64 data at input byte {i}");
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(illegal(bytes.len() / 4 * 4));
     }
     let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
@@ -874,20 +874,17 @@ pub fn validate_secret(obj: &Value) -> Vec<FieldError> {
         }
         "kubernetes.io/dockercfg" => check_json(".dockercfg", &mut errs),
         "kubernetes.io/dockerconfigjson" => check_json(".dockerconfigjson", &mut errs),
-        "kubernetes.io/basic-auth" => {
-            if !has("username") && !has("password") {
-                errs.push(required("username"));
-                errs.push(required("password"));
-            }
+        "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+            errs.push(required("username"));
+            errs.push(required("password"));
         }
-        "kubernetes.io/ssh-auth" => {
+        "kubernetes.io/ssh-auth"
             if data
                 .get("ssh-privatekey")
                 .and_then(|v| v.as_ref())
-                .is_none_or(Vec::is_empty)
-            {
-                errs.push(required("ssh-privatekey"));
-            }
+                .is_none_or(Vec::is_empty) =>
+        {
+            errs.push(required("ssh-privatekey"));
         }
         "kubernetes.io/tls" => {
             if !has("tls.crt") {
