@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{Cluster, eventually};
+use common::Cluster;
 use serde_json::{Value, json};
 
 const POD: &str = "apiVersion: v1

@@ -491,7 +491,10 @@ async fn patch(
         ));
     }
     let opts = query.write_options()?;
-    let patched = st.registry.patch(info, ns, name, sub, kind, &body, &opts).await?;
+    let patched = st
+        .registry
+        .patch(info, ns, name, sub, (kind, &body), &opts)
+        .await?;
     Ok(with_warnings(
         json_response(StatusCode::OK, patched.bytes.clone()),
         &opts,

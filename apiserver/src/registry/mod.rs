@@ -670,8 +670,7 @@ impl Registry {
         ns: Option<&str>,
         name: &str,
         subresource: Option<&str>,
-        kind: PatchType,
-        patch: &[u8],
+        (kind, patch): (PatchType, &[u8]),
         opts: &WriteOptions,
     ) -> Result<Arc<Stored>, ApiError> {
         let patch: Value = serde_json::from_slice(patch)

@@ -215,8 +215,7 @@ async fn merge_patch_adds_a_label_and_null_removes_it() {
             Some("default"),
             "a",
             None,
-            PatchType::Merge,
-            add,
+            (PatchType::Merge, add),
             &opts(),
         )
         .await
@@ -229,8 +228,7 @@ async fn merge_patch_adds_a_label_and_null_removes_it() {
             Some("default"),
             "a",
             None,
-            PatchType::Merge,
-            del,
+            (PatchType::Merge, del),
             &opts(),
         )
         .await
@@ -255,8 +253,7 @@ async fn json_patch_test_of_null_passes_on_a_missing_path() {
             Some("default"),
             "a",
             None,
-            PatchType::Json,
-            patch,
+            (PatchType::Json, patch),
             &opts(),
         )
         .await
@@ -269,8 +266,7 @@ async fn json_patch_test_of_null_passes_on_a_missing_path() {
             Some("default"),
             "a",
             None,
-            PatchType::Json,
-            bad,
+            (PatchType::Json, bad),
             &opts(),
         )
         .await
@@ -291,8 +287,7 @@ async fn patch_with_a_different_resource_version_conflicts() {
             Some("default"),
             "a",
             None,
-            PatchType::Merge,
-            patch,
+            (PatchType::Merge, patch),
             &opts(),
         )
         .await
@@ -325,8 +320,7 @@ async fn delete_with_finalizers_marks_then_removing_the_last_finalizer_deletes()
         Some("default"),
         "a",
         None,
-        PatchType::Merge,
-        patch,
+        (PatchType::Merge, patch),
         &opts(),
     )
     .await
