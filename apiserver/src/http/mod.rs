@@ -299,11 +299,14 @@ fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
     match content_type(headers).as_str() {
         "" | "application/json" | "*/*" => serde_json::from_slice(bytes)
             .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))),
+        // kubectl's typed clients (create namespace/configmap/secret/deployment..., auth can-i) send protobuf.
+        "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(bytes)
+            .map_err(|e| ApiError::bad_request(format!("couldn't decode the protobuf body: {e}"))),
         "application/yaml" | "application/x-yaml" | "text/yaml" => serde_norway::from_slice(bytes)
             .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; yaml parse error: {e}"))),
         other => Err(ApiError::unsupported_media_type(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json, \
-             application/yaml (got {other})"
+             application/yaml, application/vnd.kubernetes.protobuf (got {other})"
         ))),
     }
 }

@@ -120,6 +120,20 @@ pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiErr
 }
 
 fn default_spec(spec: &mut Value) {
+    // Protobuf bodies carry Go's non-pointer zeros; 0 means "not set" for these ports, as upstream reads it.
+    if spec.get("healthCheckNodePort").and_then(Value::as_i64) == Some(0) {
+        spec.as_object_mut().map(|o| o.remove("healthCheckNodePort"));
+    }
+    for p in spec
+        .get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if p.get("nodePort").and_then(Value::as_i64) == Some(0) {
+            p.as_object_mut().map(|o| o.remove("nodePort"));
+        }
+    }
     if spec.get("sessionAffinity").is_none() {
         spec["sessionAffinity"] = json!("None");
     }
