@@ -5,6 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")"
 command -v kubectl >/dev/null || { echo "kubectl is required on PATH for the end-to-end tests" >&2; exit 1; }
 command -v curl >/dev/null || { echo "curl is required on PATH for the end-to-end tests" >&2; exit 1; }
+# The Python client the tests drive (pinned), in a venv under target/.
+if [ ! -x target/pyvenv/bin/python ] || ! target/pyvenv/bin/python -c "import kubernetes" 2>/dev/null; then
+  python3 -m venv target/pyvenv
+  target/pyvenv/bin/pip install --quiet --disable-pip-version-check kubernetes==31.0.0
+fi
+export KUBELING_PYTHON="$PWD/target/pyvenv/bin/python"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --all-targets

@@ -404,20 +404,44 @@ fn bad_input_is_answered_with_a_status_never_a_500() {
 #[test]
 fn typed_kubectl_creators_work_through_protobuf_bodies() {
     let c = Cluster::start();
-    assert!(c.ok(&["create", "deployment", "web", "--image=nginx:1.27", "--replicas=2"]).contains("created"));
+    assert!(
+        c.ok(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1.27",
+            "--replicas=2"
+        ])
+        .contains("created")
+    );
     let d = json_of(&c.ok(&["get", "deployment", "web", "-o", "json"]));
     assert_eq!(d["spec"]["replicas"], 2);
-    assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.27");
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.27"
+    );
     assert_eq!(d["metadata"]["generation"], 1);
-    assert!(c.ok(&["create", "service", "clusterip", "web", "--tcp=80:8080"]).contains("created"));
+    assert!(
+        c.ok(&["create", "service", "clusterip", "web", "--tcp=80:8080"])
+            .contains("created")
+    );
     let s = json_of(&c.ok(&["get", "service", "web", "-o", "json"]));
     assert_eq!(s["spec"]["ports"][0]["targetPort"], 8080);
-    assert!(s["spec"]["clusterIP"].as_str().unwrap().starts_with("10.96."), "{s}");
+    assert!(
+        s["spec"]["clusterIP"].as_str().unwrap().starts_with("10.96."),
+        "{s}"
+    );
     assert!(s["spec"]["ports"][0].get("nodePort").is_none(), "{s}");
     assert!(c.ok(&["create", "serviceaccount", "robot"]).contains("created"));
-    assert!(c.ok(&["create", "job", "once", "--image=busybox:1.36"]).contains("created"));
+    assert!(
+        c.ok(&["create", "job", "once", "--image=busybox:1.36"])
+            .contains("created")
+    );
     let out = c.ok(&["get", "deployments,services,jobs"]);
-    assert!(out.contains("deployment.apps/web") && out.contains("service/web") && out.contains("job.batch/once"), "{out}");
+    assert!(
+        out.contains("deployment.apps/web") && out.contains("service/web") && out.contains("job.batch/once"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -426,7 +450,10 @@ fn unknown_fields_are_refused_by_default_and_accepted_with_validate_false() {
     let bad = POD.replace("  containers:", "  bogusField: 1\n  containers:");
     let err = String::from_utf8(c.kubectl_stdin(&["create", "-f", "-"], Some(&bad)).stderr).unwrap();
     assert!(err.contains("unknown field \"spec.bogusField\""), "{err}");
-    assert!(c.ok_stdin(&["create", "--validate=false", "-f", "-"], &bad).contains("pod/web created"));
+    assert!(
+        c.ok_stdin(&["create", "--validate=false", "-f", "-"], &bad)
+            .contains("pod/web created")
+    );
 }
 
 #[test]

@@ -1,0 +1,34 @@
+//! The Python `kubernetes` client (the version pinned in test.sh) against the real binary.
+
+mod common;
+
+use std::process::Command;
+
+use common::Cluster;
+
+/// The interpreter with the `kubernetes` package: `KUBELING_PYTHON` (set by test.sh), else `python3`.
+fn python() -> String {
+    std::env::var("KUBELING_PYTHON").unwrap_or_else(|_| "python3".to_string())
+}
+
+#[test]
+fn python_client_lists_creates_patches_watches_and_deletes() {
+    let c = Cluster::start();
+    let py = python();
+    let check = Command::new(&py)
+        .args(["-c", "import kubernetes"])
+        .status()
+        .expect("running python");
+    assert!(
+        check.success(),
+        "{py} cannot import the kubernetes package: run ./test.sh (it installs it) or set KUBELING_PYTHON"
+    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/smoke.py");
+    let out = Command::new(&py).arg(script).arg(&c.kubeconfig).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("python client: ok"),
+        "python smoke test failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
