@@ -17,6 +17,7 @@
 
 pub mod error;
 pub mod http;
+pub mod patch;
 pub mod protobuf;
 pub mod registry;
 pub mod selector;

@@ -58,7 +58,10 @@ pub fn api_groups() -> Value {
 
 /// `/apis/<group>`, if served.
 pub fn api_group(group: &str) -> Option<Value> {
-    let (g, v) = resources::groups().into_iter().find(|(g, _)| *g == group)?;
+    let (g, v) = resources::groups()
+        .into_iter()
+        .chain(super::reviews::groups())
+        .find(|(g, _)| *g == group)?;
     let mut doc = group_doc(g, v);
     doc["kind"] = json!("APIGroup");
     doc["apiVersion"] = json!("v1");

@@ -7,6 +7,7 @@
 pub mod discovery;
 pub mod openapi;
 pub mod request;
+pub mod reviews;
 pub mod watch;
 
 use std::sync::Arc;
@@ -157,12 +158,15 @@ impl Query {
         dry_run_values(&values)
     }
 
-    fn write_options(&self) -> Result<WriteOptions, ApiError> {
+    fn write_options(&self, headers: &HeaderMap) -> Result<WriteOptions, ApiError> {
         let field_validation = crate::registry::FieldValidation::parse(self.get("fieldValidation"))
             .map_err(ApiError::bad_request)?;
         Ok(WriteOptions {
             dry_run: self.dry_run()?,
-            field_manager: self.get("fieldManager").map(str::to_string),
+            field_manager: self
+                .get("fieldManager")
+                .map(str::to_string)
+                .or_else(|| default_manager(headers)),
             field_validation,
             warnings: Default::default(),
         })
@@ -207,10 +211,25 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
             Some(doc) => get_only(json_value(StatusCode::OK, &doc)),
             None => error_response(&ApiError::no_route()),
         },
-        Route::GroupVersion(g, v) => match discovery::resource_list(&g, &v) {
-            Some(doc) => get_only(json_value(StatusCode::OK, &doc)),
-            None => error_response(&ApiError::no_route()),
-        },
+        Route::Review(r) => {
+            if parts.method != Method::POST {
+                return error_response(&ApiError::method_not_allowed());
+            }
+            let result = match read_body(body).await {
+                Ok(bytes) => decode_object(&parts.headers, &bytes).and_then(|v| reviews::answer(r, v)),
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(v) => json_value(StatusCode::CREATED, &v),
+                Err(e) => error_response(&e),
+            }
+        }
+        Route::GroupVersion(g, v) => {
+            match discovery::resource_list(&g, &v).or_else(|| reviews::resource_list(&g, &v)) {
+                Some(doc) => get_only(json_value(StatusCode::OK, &doc)),
+                None => error_response(&ApiError::no_route()),
+            }
+        }
         Route::Health(which) => {
             if st.cancel.is_cancelled() {
                 return text(
@@ -363,7 +382,7 @@ async fn resource(
             Method::GET if watching => watch::serve(st, info, ns, None, &query, negotiate(headers)?),
             Method::GET => list(st, info, ns, &query, negotiate(headers)?),
             Method::POST => {
-                let opts = query.write_options()?;
+                let opts = query.write_options(headers)?;
                 let obj = decode_object(headers, &body)?;
                 let created = st.registry.create(info, ns, obj, &opts).await?;
                 Ok(with_warnings(
@@ -390,7 +409,7 @@ async fn resource(
                 single(info, &obj, format, &query)
             }
             Method::PUT => {
-                let opts = query.write_options()?;
+                let opts = query.write_options(headers)?;
                 let obj = decode_object(headers, &body)?;
                 let updated = st.registry.update(info, ns, name, None, obj, &opts).await?;
                 Ok(with_warnings(
@@ -438,7 +457,7 @@ async fn resource(
                     Ok(json_response(StatusCode::OK, obj.bytes.clone()))
                 }
                 ("status", Method::PUT) => {
-                    let opts = query.write_options()?;
+                    let opts = query.write_options(headers)?;
                     let obj = decode_object(headers, &body)?;
                     let updated = st
                         .registry
@@ -451,6 +470,54 @@ async fn resource(
                 }
                 ("status", Method::PATCH) => {
                     patch(st, info, ns, name, Some("status"), headers, &query, body).await
+                }
+                ("scale", Method::GET) => Ok(json_value(StatusCode::OK, &st.registry.scale(info, ns, name)?)),
+                ("scale", Method::PUT) => {
+                    let opts = query.write_options(headers)?;
+                    let new = decode_object(headers, &body)?;
+                    let scale = st
+                        .registry
+                        .update_scale(info, ns, name, |_| Ok(new), &opts)
+                        .await?;
+                    Ok(json_value(StatusCode::OK, &scale))
+                }
+                ("scale", Method::PATCH) => {
+                    let opts = query.write_options(headers)?;
+                    let patch: Value = serde_json::from_slice(&body)
+                        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+                    let ct = content_type(headers);
+                    let scale = st
+                        .registry
+                        .update_scale(
+                            info,
+                            ns,
+                            name,
+                            |mut current| {
+                                match ct.as_str() {
+                                    "application/json-patch+json" => {
+                                        let ops: json_patch::Patch = serde_json::from_value(patch).map_err(|e| {
+                                            ApiError::bad_request(format!("error decoding patch: {e}"))
+                                        })?;
+                                        json_patch::patch(&mut current, &ops)
+                                            .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+                                    }
+                                    "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+                                        json_patch::merge(&mut current, &patch)
+                                    }
+                                    _ => {
+                                        return Err(ApiError::unsupported_media_type(
+                                            "the body of the request was in an unknown format - accepted media \
+                                             types include: application/json-patch+json, \
+                                             application/merge-patch+json, application/strategic-merge-patch+json",
+                                        ));
+                                    }
+                                }
+                                Ok(current)
+                            },
+                            &opts,
+                        )
+                        .await?;
+                    Ok(json_value(StatusCode::OK, &scale))
                 }
                 ("binding", Method::POST) => {
                     let obj = decode_object(headers, &body)?;
@@ -478,13 +545,36 @@ async fn patch(
     query: &Query,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    let mut opts = query.write_options(headers)?;
     let kind = match content_type(headers).as_str() {
         "application/json-patch+json" => PatchType::Json,
         "application/merge-patch+json" => PatchType::Merge,
+        "application/strategic-merge-patch+json" => PatchType::Strategic,
+        "application/apply-patch+yaml" | "application/apply-patch+json" => {
+            if sub.is_some() {
+                return Err(ApiError::unsupported_media_type(
+                    "server-side apply of a subresource is not supported by kubeling",
+                ));
+            }
+            let force = query.flag("force")?;
+            // kubectl and kube-rs send JSON; YAML is what the content type names. JSON is YAML too.
+            let applied: Value = serde_norway::from_slice(&body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+            // An apply may come without fieldManager: that is a 422, so don't default it.
+            opts.field_manager = query.get("fieldManager").map(str::to_string);
+            let (obj, created) = st.registry.apply(info, ns, name, applied, force, &opts).await?;
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            return Ok(with_warnings(json_response(code, obj.bytes.clone()), &opts));
+        }
         _ => {
             return Err(ApiError::unsupported_media_type(
                 "the body of the request was in an unknown format - accepted media types include: \
-                 application/json-patch+json, application/merge-patch+json",
+                 application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, \
+                 application/strategic-merge-patch+json",
             ));
         }
     };
@@ -493,7 +583,6 @@ async fn patch(
             "force: Forbidden: may not be specified for non-apply patch",
         ));
     }
-    let opts = query.write_options()?;
     let patched = st
         .registry
         .patch(info, ns, name, sub, (kind, &body), &opts)
@@ -502,6 +591,14 @@ async fn patch(
         json_response(StatusCode::OK, patched.bytes.clone()),
         &opts,
     ))
+}
+
+/// Upstream names the manager of a write without `fieldManager` after the client's user agent
+/// (`kubectl/v1.32.4 (linux/amd64) ...` → `kubectl`).
+fn default_manager(headers: &HeaderMap) -> Option<String> {
+    let ua = headers.get(header::USER_AGENT)?.to_str().ok()?;
+    let product = ua.split(['/', ' ']).next()?.trim();
+    (!product.is_empty()).then(|| product.chars().take(128).collect())
 }
 
 fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {

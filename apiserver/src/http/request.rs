@@ -25,6 +25,8 @@ pub enum Route {
     OpenApiDoc(String),
     /// A resource request.
     Resource(ResourceRequest),
+    /// An authorization or authentication review (POST only, never stored).
+    Review(&'static super::reviews::Review),
     /// Nothing we serve.
     NotFound,
 }
@@ -66,6 +68,15 @@ pub fn route(path: &str) -> Route {
         ["openapi", "v3", rest @ ..] => Route::OpenApiDoc(rest.join("/")),
         ["api", "v1", rest @ ..] => resource_route("", "v1", rest),
         ["apis", g] => Route::Group(g.to_string()),
+        ["apis", g, v]
+            if super::reviews::find(g, v, "").is_none()
+                && super::reviews::groups().iter().any(|(rg, rv)| rg == g && rv == v) =>
+        {
+            Route::GroupVersion(g.to_string(), v.to_string())
+        }
+        ["apis", g, v, plural] if super::reviews::find(g, v, plural).is_some() => {
+            Route::Review(super::reviews::find(g, v, plural).expect("checked"))
+        }
         ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
         _ => Route::NotFound,
     }

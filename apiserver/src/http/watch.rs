@@ -244,6 +244,7 @@ async fn run(mut w: Watcher, start: WatchStart, opts: Opts, cancel: Cancellation
     } = start;
     if opts.initial {
         for obj in &initial {
+            let obj = &crate::registry::view(w.enc.info, obj);
             if w.sel.matches(w.enc.info, &obj.value) {
                 let line = w.enc.event("ADDED", obj);
                 if !w.send(line).await {

@@ -4,6 +4,7 @@
 //! validates, applies upstream's metadata rules (server-owned fields, optimistic concurrency, no-op writes,
 //! finalizers, graceful deletion) and decides, under the storage's single writer, what is written.
 
+pub mod events;
 pub mod namespace;
 pub mod pod;
 pub mod pod_strategy;
@@ -18,6 +19,7 @@ use serde_json::{Map, Value, json};
 pub use resources::{RESOURCES, ResourceInfo, Subresource};
 
 use crate::error::{ApiError, FieldError};
+use crate::patch;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::storage::{Decision, ListResult, Storage, StoreError, Stored, WatchFrom, WatchStart, Written};
 
@@ -148,6 +150,8 @@ pub enum PatchType {
     Json,
     /// `application/merge-patch+json`
     Merge,
+    /// `application/strategic-merge-patch+json`
+    Strategic,
 }
 
 /// Now as upstream's `metav1.Time`: RFC 3339, whole seconds, UTC.
@@ -311,6 +315,7 @@ impl Registry {
     pub fn get(&self, info: &ResourceInfo, ns: Option<&str>, name: &str) -> Result<Arc<Stored>, ApiError> {
         self.storage
             .get(&info.key(ns, name))
+            .map(|o| view(info, &o))
             .ok_or_else(|| ApiError::not_found(info.plural, info.group, name))
     }
 
@@ -324,8 +329,18 @@ impl Registry {
         start: Option<&str>,
     ) -> ListResult {
         let prefix = info.prefix(ns);
-        self.storage
-            .list(&prefix, start, limit, |o| sel.matches(info, &o.value))
+        match info.alias {
+            None => self
+                .storage
+                .list(&prefix, start, limit, |o| sel.matches(info, &o.value)),
+            Some(a) => {
+                let mut l = self.storage.list(&prefix, start, limit, |o| {
+                    sel.matches(info, &(a.from_storage)(&o.value))
+                });
+                l.items = l.items.iter().map(|o| view(info, o)).collect();
+                l
+            }
+        }
     }
 
     /// Start a watch.
@@ -360,6 +375,11 @@ impl Registry {
         body: Value,
         opts: &WriteOptions,
     ) -> Result<Arc<Stored>, ApiError> {
+        if let Some(a) = info.alias {
+            let decoded = self.decode(info, body, opts)?;
+            let stored = Box::pin(self.create(stored_info(a), ns, (a.to_storage)(&decoded), opts)).await?;
+            return Ok(view(info, &stored));
+        }
         let mut obj = self.decode(info, body, opts)?;
         {
             let m = meta_mut(&mut obj);
@@ -427,6 +447,13 @@ impl Registry {
         };
         self.prepare_create(info, &mut obj)?;
         normalise(&mut obj);
+        {
+            let now = now_rfc3339();
+            let kind_key = format!("{}/{}", info.group, info.kind);
+            let api_version = info.api_version();
+            let ctx = managed_context(info, &kind_key, &api_version, opts, None, &now);
+            patch::apply::record_update(None, &mut obj, &ctx);
+        }
         let errors = self.validate(info, &obj, None);
         if !errors.is_empty() {
             return Err(ApiError::invalid(info.kind, info.group, &name, &errors));
@@ -500,17 +527,22 @@ impl Registry {
         body: Value,
         opts: &WriteOptions,
     ) -> Result<Arc<Stored>, ApiError> {
+        if let Some(a) = info.alias {
+            let decoded = self.decode(info, body, opts)?;
+            let core = (a.to_storage)(&decoded);
+            let stored = Box::pin(self.update(stored_info(a), ns, name, subresource, core, opts)).await?;
+            return Ok(view(info, &stored));
+        }
         let new = self.decode(info, body, opts)?;
         self.check_identity(info, ns, name, &new)?;
         let key = info.key(ns, name);
-        let dry_run = opts.dry_run;
         let written = self
             .storage
             .write(&key, |current| {
                 let Some(old) = current else {
                     return Err(ApiError::not_found(info.plural, info.group, name));
                 };
-                self.decide_update(info, old, new, subresource, dry_run)
+                self.decide_update(info, old, new, subresource, opts)
             })
             .await?;
         Ok(written.object)
@@ -549,8 +581,9 @@ impl Registry {
         old: &Stored,
         mut new: Value,
         subresource: Option<&str>,
-        dry_run: bool,
+        opts: &WriteOptions,
     ) -> Result<Decision, ApiError> {
+        let dry_run = opts.dry_run;
         let name = meta_str(&old.value, "name").unwrap_or("").to_string();
         let old_rv = old.revision.to_string();
         if let Some(rv) = meta_str(&new, "resourceVersion").filter(|s| !s.is_empty())
@@ -634,6 +667,14 @@ impl Registry {
                 .unwrap_or(0);
             meta_mut(&mut new).insert("generation".into(), json!(g + 1));
         }
+        let now = now_rfc3339();
+        let kind_key = format!("{}/{}", info.group, info.kind);
+        let api_version = info.api_version();
+        patch::apply::record_update(
+            Some(&old.value),
+            &mut new,
+            &managed_context(info, &kind_key, &api_version, opts, subresource, &now),
+        );
         let errors = self.validate(info, &new, Some(&old.value));
         if !errors.is_empty() {
             return Err(ApiError::invalid(info.kind, info.group, &name, &errors));
@@ -677,7 +718,7 @@ impl Registry {
             .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
         let json_patch = match kind {
             PatchType::Json => Some(parse_json_patch(&patch)?),
-            PatchType::Merge => {
+            PatchType::Merge | PatchType::Strategic => {
                 if !patch.is_object() {
                     return Err(ApiError::bad_request(
                         "error decoding patch: a merge patch must be a JSON object",
@@ -687,16 +728,28 @@ impl Registry {
             }
         };
         let key = info.key(ns, name);
-        let dry_run = opts.dry_run;
         let written = self
             .storage
             .write(&key, |current| {
                 let Some(old) = current else {
                     return Err(ApiError::not_found(info.plural, info.group, name));
                 };
-                let mut doc = old.value.clone();
+                let mut doc = match info.alias {
+                    Some(a) => (a.from_storage)(&old.value),
+                    None => old.value.clone(),
+                };
                 match &json_patch {
                     Some(ops) => apply_json_patch(&mut doc, ops)?,
+                    None if kind == PatchType::Strategic => {
+                        let kind_key = format!("{}/{}", info.group, info.kind);
+                        doc = patch::strategic::apply(&doc, &patch, &kind_key).map_err(|e| {
+                            if e.is_bad_request() {
+                                ApiError::bad_request(e.to_string())
+                            } else {
+                                ApiError::unprocessable(e.to_string())
+                            }
+                        })?;
+                    }
                     None => json_patch::merge(&mut doc, &patch),
                 }
                 let old_rv = old.revision.to_string();
@@ -707,10 +760,147 @@ impl Registry {
                 }
                 let new = self.decode(info, doc, opts)?;
                 self.check_identity(info, ns, name, &new)?;
-                self.decide_update(info, old, new, subresource, dry_run)
+                match info.alias {
+                    None => self.decide_update(info, old, new, subresource, opts),
+                    Some(a) => {
+                        let target = stored_info(a);
+                        let ignore = WriteOptions {
+                            field_validation: FieldValidation::Ignore,
+                            ..opts.clone()
+                        };
+                        let core = self.decode(target, (a.to_storage)(&new), &ignore)?;
+                        self.decide_update(target, old, core, subresource, opts)
+                    }
+                }
             })
             .await?;
-        Ok(written.object)
+        Ok(view(info, &written.object))
+    }
+
+    /// Server-side apply (`application/apply-patch+yaml`): merge the manager's configuration into the
+    /// object, or create it. Returns the object and whether it was created.
+    pub async fn apply(
+        &self,
+        info: &'static ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+        applied: Value,
+        force: bool,
+        opts: &WriteOptions,
+    ) -> Result<(Arc<Stored>, bool), ApiError> {
+        if info.alias.is_some() {
+            return Err(ApiError::unsupported_media_type(format!(
+                "server-side apply of {}.{} is not supported by kubeling; apply the core/v1 form",
+                info.plural, info.group
+            )));
+        }
+        let Some(manager) = opts.field_manager.clone().filter(|m| !m.is_empty()) else {
+            return Err(ApiError::unprocessable(
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            ));
+        };
+        if !applied.is_object() {
+            return Err(ApiError::bad_request(
+                "error decoding patch: an apply patch must be an object",
+            ));
+        }
+        // Validate the configuration as the kind (types, unknown fields), but merge the configuration as
+        // sent: decoding fills in required fields the manager did not set, which it must not own.
+        self.decode(info, applied.clone(), opts)?;
+        self.check_identity(info, ns, name, &applied)?;
+        let mut applied = applied;
+        applied["apiVersion"] = json!(info.api_version());
+        applied["kind"] = json!(info.kind);
+        let now = now_rfc3339();
+        let kind_key = format!("{}/{}", info.group, info.kind);
+        let api_version = info.api_version();
+        let mut opts = opts.clone();
+        opts.field_manager = Some(manager);
+        let ctx = managed_context(info, &kind_key, &api_version, &opts, None, &now);
+        let key = info.key(ns, name);
+        if self.storage.get(&key).is_none() {
+            let mut obj = patch::apply::apply(None, &applied, force, &ctx)
+                .map_err(|c| conflict_error(info, name, &c))?;
+            meta_mut(&mut obj).insert("name".into(), json!(name));
+            match self.create(info, ns, obj, &opts).await {
+                Ok(created) => return Ok((created, true)),
+                // Created meanwhile: apply to it below.
+                Err(e) if e.reason == "AlreadyExists" => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let written = self
+            .storage
+            .write(&key, |current| {
+                let Some(old) = current else {
+                    return Err(ApiError::not_found(info.plural, info.group, name));
+                };
+                let merged = patch::apply::apply(Some(&old.value), &applied, force, &ctx)
+                    .map_err(|c| conflict_error(info, name, &c))?;
+                let new = self.decode(
+                    info,
+                    merged,
+                    &WriteOptions {
+                        field_validation: FieldValidation::Ignore,
+                        ..opts.clone()
+                    },
+                )?;
+                self.decide_update(info, old, new, None, &opts)
+            })
+            .await?;
+        Ok((written.object, false))
+    }
+
+    /// The `scale` subresource of a workload: an autoscaling/v1 Scale.
+    pub fn scale(&self, info: &ResourceInfo, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        Ok(scale_of(&self.get(info, ns, name)?.value))
+    }
+
+    /// Change a workload's replicas through its `scale` subresource: `change` turns the current Scale into
+    /// the new one (a PUT body, or a patch applied to the current Scale).
+    pub async fn update_scale(
+        &self,
+        info: &'static ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+        change: impl FnOnce(Value) -> Result<Value, ApiError>,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let key = info.key(ns, name);
+        let written = self
+            .storage
+            .write(&key, |current| {
+                let Some(old) = current else {
+                    return Err(ApiError::not_found(info.plural, info.group, name));
+                };
+                let new_scale = change(scale_of(&old.value))?;
+                if let Some(rv) = new_scale
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    && !rv.is_empty()
+                    && rv != old.revision.to_string()
+                {
+                    return Err(ApiError::stale(info.plural, info.group, name));
+                }
+                let replicas = new_scale.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
+                let Some(n) = replicas.as_i64().filter(|n| *n >= 0 && *n <= i64::from(i32::MAX)) else {
+                    return Err(ApiError::invalid(
+                        "Scale",
+                        "autoscaling",
+                        name,
+                        &[FieldError::invalid(
+                            "spec.replicas",
+                            &replicas,
+                            "must be greater than or equal to 0",
+                        )],
+                    ));
+                };
+                let mut new = old.value.clone();
+                new["spec"]["replicas"] = json!(n);
+                self.decide_update(info, old, new, None, opts)
+            })
+            .await?;
+        Ok(scale_of(&written.object.value))
     }
 
     /// Delete one object: immediately, or by marking it (finalizers, graceful pod deletion, namespaces).
@@ -729,7 +919,10 @@ impl Registry {
         if info.plural == "namespaces" && info.group.is_empty() {
             self.namespace_gc.notify_one();
         }
-        Ok(written)
+        Ok(Written {
+            object: view(info, &written.object),
+            event: written.event,
+        })
     }
 
     fn decide_delete(
@@ -890,6 +1083,118 @@ impl Registry {
     /// Wakes the namespace controller.
     pub fn namespace_gc(&self) -> &Arc<tokio::sync::Notify> {
         &self.namespace_gc
+    }
+}
+
+/// The autoscaling/v1 Scale of a workload object.
+fn scale_of(obj: &Value) -> Value {
+    let m = meta(obj);
+    let mut metadata = json!({});
+    for f in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+        if let Some(v) = m.get(f) {
+            metadata[f] = v.clone();
+        }
+    }
+    let selector = obj
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|l| {
+            l.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": metadata,
+        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
+        "status": {
+            "replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+            "selector": selector,
+        },
+    })
+}
+
+/// The resource an aliased resource is stored as.
+fn stored_info(a: &resources::Alias) -> &'static ResourceInfo {
+    resources::RESOURCES
+        .iter()
+        .find(|r| (r.group, r.plural) == a.stored_as && r.alias.is_none())
+        .expect("an alias names a served resource")
+}
+
+/// A stored object as `info` shows it (converted for aliased resources).
+pub fn view(info: &ResourceInfo, obj: &Arc<Stored>) -> Arc<Stored> {
+    match info.alias {
+        None => obj.clone(),
+        Some(a) => Arc::new(Stored::new(obj.revision, (a.from_storage)(&obj.value))),
+    }
+}
+
+/// 409 `Conflict` listing each conflicting field as upstream's apply does.
+fn conflict_error(info: &ResourceInfo, name: &str, conflicts: &[patch::apply::Conflict]) -> ApiError {
+    let lines: Vec<String> = conflicts
+        .iter()
+        .map(|c| {
+            format!(
+                "conflict with {:?} using {}: {}",
+                c.manager, c.api_version, c.field
+            )
+        })
+        .collect();
+    let message = if conflicts.len() == 1 {
+        format!("Apply failed with 1 conflict: {}", lines[0])
+    } else {
+        format!(
+            "Apply failed with {} conflicts: {}",
+            conflicts.len(),
+            lines.join("\n")
+        )
+    };
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|c| {
+            json!({"reason": "FieldManagerConflict",
+                   "message": format!("conflict with {:?} using {}", c.manager, c.api_version),
+                   "field": c.field})
+        })
+        .collect();
+    let mut details = json!({"name": name, "kind": info.plural, "causes": causes});
+    if !info.group.is_empty() {
+        details["group"] = json!(info.group);
+    }
+    ApiError {
+        code: 409,
+        reason: "Conflict",
+        message,
+        details: Some(details),
+    }
+}
+
+/// The managed-fields context of a write by `opts.field_manager` (upstream falls back to the user agent;
+/// the http layer fills that in).
+fn managed_context<'a>(
+    info: &ResourceInfo,
+    kind_key: &'a str,
+    api_version: &'a str,
+    opts: &'a WriteOptions,
+    subresource: Option<&'a str>,
+    now: &'a str,
+) -> patch::apply::Context<'a> {
+    let skip: &'static [&'static str] = match subresource {
+        Some("status") => &["spec"],
+        _ if info.has_status => &["status"],
+        _ => &[],
+    };
+    patch::apply::Context {
+        kind_key,
+        api_version,
+        manager: opts.field_manager.as_deref().unwrap_or("unknown"),
+        subresource: subresource.unwrap_or(""),
+        skip,
+        now,
     }
 }
 

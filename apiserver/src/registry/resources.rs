@@ -50,6 +50,20 @@ pub struct ResourceInfo {
     pub name_rule: NameRule,
     /// Decode and re-encode through the k8s-openapi type.
     pub canonical: fn(Value) -> Result<Value, String>,
+    /// Another version of the same objects this resource is stored as (events.k8s.io/v1 events are
+    /// core/v1 events in storage, as upstream), with the conversions.
+    pub alias: Option<&'static Alias>,
+}
+
+/// How a resource is stored as another one.
+#[derive(Debug)]
+pub struct Alias {
+    /// `(group, plural)` of the stored resource.
+    pub stored_as: (&'static str, &'static str),
+    /// Stored form → this resource's form.
+    pub from_storage: fn(&Value) -> Value,
+    /// This resource's form → stored form.
+    pub to_storage: fn(&Value) -> Value,
 }
 
 impl PartialEq for ResourceInfo {
@@ -92,16 +106,17 @@ impl ResourceInfo {
         }
     }
 
-    fn group_key(&self) -> &'static str {
-        if self.group.is_empty() { "core" } else { self.group }
-    }
-
     /// Storage key prefix of every object of this resource, or of one namespace's.
     pub fn prefix(&self, namespace: Option<&str>) -> String {
+        let (group, plural) = self
+            .alias
+            .map(|a| a.stored_as)
+            .unwrap_or((self.group, self.plural));
+        let group = if group.is_empty() { "core" } else { group };
         match namespace {
-            Some(ns) if self.namespaced => format!("{}/{}/{ns}/", self.group_key(), self.plural),
-            _ if !self.namespaced => format!("{}/{}//", self.group_key(), self.plural),
-            _ => format!("{}/{}/", self.group_key(), self.plural),
+            Some(ns) if self.namespaced => format!("{group}/{plural}/{ns}/"),
+            _ if !self.namespaced => format!("{group}/{plural}//"),
+            _ => format!("{group}/{plural}/"),
         }
     }
 
@@ -117,6 +132,15 @@ fn canonical<T: serde::de::DeserializeOwned + serde::Serialize>(v: Value) -> Res
 }
 
 const CRUD_STATUS: &[&str] = &["get", "patch", "update"];
+
+const fn scale() -> Subresource {
+    Subresource {
+        name: "scale",
+        kind: "Scale",
+        verbs: CRUD_STATUS,
+        group_version: Some(("autoscaling", "v1")),
+    }
+}
 
 const fn status(kind: &'static str) -> Subresource {
     Subresource {
@@ -153,6 +177,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<core::Pod>,
+        alias: None,
     },
     ResourceInfo {
         group: "",
@@ -168,6 +193,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<core::Node>,
+        alias: None,
     },
     ResourceInfo {
         group: "",
@@ -183,6 +209,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Label,
         canonical: canonical::<core::Namespace>,
+        alias: None,
     },
     ResourceInfo {
         group: "",
@@ -198,6 +225,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<core::Event>,
+        alias: None,
     },
     ResourceInfo {
         group: "",
@@ -213,6 +241,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<core::ConfigMap>,
+        alias: None,
     },
     ResourceInfo {
         group: "",
@@ -228,6 +257,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<core::Secret>,
+        alias: None,
     },
     ResourceInfo {
         group: "",
@@ -243,6 +273,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Label,
         canonical: canonical::<core::Service>,
+        alias: None,
     },
     ResourceInfo {
         group: "",
@@ -258,6 +289,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<core::Endpoints>,
+        alias: None,
     },
     ResourceInfo {
         group: "",
@@ -273,6 +305,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<core::ServiceAccount>,
+        alias: None,
     },
     ResourceInfo {
         group: "",
@@ -288,6 +321,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<core::PersistentVolumeClaim>,
+        alias: None,
     },
     ResourceInfo {
         group: "coordination.k8s.io",
@@ -303,6 +337,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<coord::Lease>,
+        alias: None,
     },
     ResourceInfo {
         group: "events.k8s.io",
@@ -318,6 +353,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<k8s_openapi::api::events::v1::Event>,
+        alias: Some(&super::events::EVENTS_V1),
     },
     ResourceInfo {
         group: "apps",
@@ -328,11 +364,12 @@ pub static RESOURCES: &[ResourceInfo] = &[
         namespaced: true,
         short_names: &["deploy"],
         categories: &["all"],
-        subresources: &[status("Deployment")],
+        subresources: &[status("Deployment"), scale()],
         has_status: true,
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<apps::Deployment>,
+        alias: None,
     },
     ResourceInfo {
         group: "apps",
@@ -343,11 +380,12 @@ pub static RESOURCES: &[ResourceInfo] = &[
         namespaced: true,
         short_names: &["rs"],
         categories: &["all"],
-        subresources: &[status("ReplicaSet")],
+        subresources: &[status("ReplicaSet"), scale()],
         has_status: true,
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<apps::ReplicaSet>,
+        alias: None,
     },
     ResourceInfo {
         group: "apps",
@@ -358,11 +396,12 @@ pub static RESOURCES: &[ResourceInfo] = &[
         namespaced: true,
         short_names: &["sts"],
         categories: &["all"],
-        subresources: &[status("StatefulSet")],
+        subresources: &[status("StatefulSet"), scale()],
         has_status: true,
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<apps::StatefulSet>,
+        alias: None,
     },
     ResourceInfo {
         group: "apps",
@@ -378,6 +417,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<apps::DaemonSet>,
+        alias: None,
     },
     ResourceInfo {
         group: "batch",
@@ -393,6 +433,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<batch::Job>,
+        alias: None,
     },
 ];
 

@@ -1,0 +1,163 @@
+//! Server-side apply and managed-field tracking.
+
+use serde_json::json;
+
+use super::*;
+
+fn ctx<'a>(manager: &'a str) -> Context<'a> {
+    Context {
+        kind_key: "apps/Deployment",
+        api_version: "apps/v1",
+        manager,
+        subresource: "",
+        skip: &["status"],
+        now: "2026-01-01T00:00:00Z",
+    }
+}
+
+fn deployment(image: &str, env: serde_json::Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": image, "env": env}]}}}
+    })
+}
+
+#[test]
+fn field_paths_key_merge_lists_by_their_merge_key() {
+    let d = deployment("nginx:1", json!([{"name": "A", "value": "1"}]));
+    let paths = field_paths(&d, "apps/Deployment", &["status"]);
+    let image: FieldPath = [
+        "f:spec",
+        "f:template",
+        "f:spec",
+        "f:containers",
+        r#"k:{"name":"c"}"#,
+        "f:image",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert!(paths.contains(&image), "{paths:?}");
+    assert_eq!(
+        display(&image),
+        r#".spec.template.spec.containers[name="c"].image"#
+    );
+    assert!(
+        !paths
+            .iter()
+            .any(|p| p.contains(&"f:name".to_string()) && p.len() == 2),
+        "metadata.name is not owned"
+    );
+}
+
+#[test]
+fn fields_v1_round_trips() {
+    let d = deployment("nginx:1", json!([]));
+    let paths = field_paths(&d, "apps/Deployment", &["status"]);
+    assert_eq!(from_fields_v1(&to_fields_v1(&paths)), paths);
+}
+
+#[test]
+fn first_apply_creates_with_an_apply_entry() {
+    let d = deployment("nginx:1", json!([{"name": "A", "value": "1"}]));
+    let out = apply(None, &d, false, &ctx("kubectl")).unwrap();
+    let m = managers(&out);
+    assert_eq!(m.len(), 1);
+    assert_eq!(
+        (m[0].name.as_str(), m[0].operation.as_str()),
+        ("kubectl", "Apply")
+    );
+}
+
+#[test]
+fn reapply_without_a_field_removes_it_and_keeps_fields_of_other_managers() {
+    let first = deployment(
+        "nginx:1",
+        json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]),
+    );
+    let live = apply(None, &first, false, &ctx("kubectl")).unwrap();
+    // Another manager adds an annotation.
+    let mut edited = live.clone();
+    edited["metadata"]["annotations"] = json!({"note": "x"});
+    record_update(
+        Some(&live),
+        &mut edited,
+        &Context {
+            ..ctx("kubectl-edit")
+        },
+    );
+    let second = deployment("nginx:1", json!([{"name": "A", "value": "1"}]));
+    let mut second = second;
+    second["metadata"].as_object_mut().unwrap().remove("labels");
+    let out = apply(Some(&edited), &second, false, &ctx("kubectl")).unwrap();
+    let env = &out["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert_eq!(env, &json!([{"name": "A", "value": "1"}]), "{out}");
+    // The map is emptied (the registry then drops an empty labels map, as Go's omitempty does).
+    assert!(
+        out["metadata"]["labels"].as_object().is_none_or(|l| l.is_empty()),
+        "{out}"
+    );
+    assert_eq!(
+        out["metadata"]["annotations"]["note"], "x",
+        "the other manager's field stays"
+    );
+}
+
+#[test]
+fn changing_a_field_another_manager_set_conflicts_unless_forced() {
+    let first = deployment("nginx:1", json!([]));
+    let live = apply(None, &first, false, &ctx("kubectl")).unwrap();
+    let mut scaled = live.clone();
+    scaled["spec"]["replicas"] = json!(5);
+    record_update(Some(&live), &mut scaled, &ctx("kubectl-scale"));
+    let mut again = first.clone();
+    again["spec"]["replicas"] = json!(3);
+    let conflicts = apply(Some(&scaled), &again, false, &ctx("kubectl")).unwrap_err();
+    assert_eq!(
+        conflicts,
+        vec![Conflict {
+            manager: "kubectl-scale".into(),
+            api_version: "apps/v1".into(),
+            field: ".spec.replicas".into()
+        }]
+    );
+    let forced = apply(Some(&scaled), &again, true, &ctx("kubectl")).unwrap();
+    assert_eq!(forced["spec"]["replicas"], 3);
+    assert!(
+        managers(&forced).iter().all(|m| m.name != "kubectl-scale"),
+        "the forced field changed hands"
+    );
+}
+
+#[test]
+fn applying_the_same_value_another_manager_set_is_no_conflict() {
+    let first = deployment("nginx:1", json!([]));
+    let live = apply(None, &first, false, &ctx("a")).unwrap();
+    assert!(apply(Some(&live), &first, false, &ctx("b")).is_ok());
+}
+
+#[test]
+fn an_update_that_changes_nothing_leaves_managed_fields_alone() {
+    let d = deployment("nginx:1", json!([]));
+    let live = apply(None, &d, false, &ctx("kubectl")).unwrap();
+    let mut same = live.clone();
+    record_update(Some(&live), &mut same, &ctx("other"));
+    assert_eq!(same, live);
+}
+
+#[test]
+fn an_update_takes_the_fields_it_changes_from_their_old_manager() {
+    let d = deployment("nginx:1", json!([]));
+    let live = apply(None, &d, false, &ctx("kubectl")).unwrap();
+    let mut edited = live.clone();
+    edited["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:2");
+    record_update(Some(&live), &mut edited, &ctx("kubectl-edit"));
+    let m = managers(&edited);
+    let edit = m.iter().find(|m| m.name == "kubectl-edit").unwrap();
+    assert_eq!(edit.fields.len(), 1);
+    let applier = m.iter().find(|m| m.name == "kubectl").unwrap();
+    assert!(!applier.fields.iter().any(|p| p.last().unwrap() == "f:image"));
+}
