@@ -158,14 +158,22 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
     {
         let srv = start(&tmp.path().join("openapi"))?;
         let c = client(&srv.kubeconfig).await?;
-        let index: serde_json::Value =
-            serde_json::from_str(&c.request_text(http::Request::get("/openapi/v3").body(Vec::new())?).await?)?;
-        let url = index["paths"]["api/v1"]["serverRelativeURL"].as_str().context("api/v1 in the index")?.to_string();
+        let index: serde_json::Value = serde_json::from_str(
+            &c.request_text(http::Request::get("/openapi/v3").body(Vec::new())?)
+                .await?,
+        )?;
+        let url = index["paths"]["api/v1"]["serverRelativeURL"]
+            .as_str()
+            .context("api/v1 in the index")?
+            .to_string();
         let t = Instant::now();
-        let doc = c.request_text(http::Request::get(url.as_str()).body(Vec::new())?).await?;
+        let doc = c
+            .request_text(http::Request::get(url.as_str()).body(Vec::new())?)
+            .await?;
         let first = t.elapsed();
         let t = Instant::now();
-        c.request_text(http::Request::get(url.as_str()).body(Vec::new())?).await?;
+        c.request_text(http::Request::get(url.as_str()).body(Vec::new())?)
+            .await?;
         println!(
             "OpenAPI v3 api/v1 document ({} KB): first request {} (builds every document), then {}",
             doc.len() / 1024,

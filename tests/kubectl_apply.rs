@@ -247,3 +247,53 @@ fn explain_and_auth_answer() {
         "{who}"
     );
 }
+
+#[test]
+fn apply_dry_run_server_changes_nothing_and_warn_validation_warns() {
+    let c = Cluster::start();
+    let v1 = deployment("nginx:1.27", &[("A", "1")], &[("app", "web")]);
+    c.ok_stdin(&["apply", "-f", "-"], &v1);
+    let before = get(&c, &["deployment", "web"]);
+    let v2 = deployment("nginx:1.28", &[("A", "1")], &[("app", "web")]);
+    let out = c.ok_stdin(&["apply", "--dry-run=server", "-f", "-"], &v2);
+    assert!(out.contains("configured (server dry run)"), "{out}");
+    let after = get(&c, &["deployment", "web"]);
+    assert_eq!(
+        before["metadata"]["resourceVersion"],
+        after["metadata"]["resourceVersion"]
+    );
+    assert_eq!(
+        after["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.27"
+    );
+
+    let bad = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w\nbogus: 1\n";
+    let out = c.kubectl_stdin(&["create", "--validate=warn", "-f", "-"], Some(bad));
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Warning") && err.contains("unknown field \"bogus\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn malformed_strategic_patches_are_client_errors() {
+    let c = Cluster::start();
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &deployment("nginx:1.27", &[("A", "1")], &[("app", "web")]),
+    );
+    for patch in [
+        r#"{"spec":{"template":{"spec":{"containers":"nope"}}}}"#,
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","$patch":"explode"}]}}}}"#,
+        r#"{"spec":{"template":{"spec":{"containers":[7]}}}}"#,
+    ] {
+        let err = c.fails(&["patch", "deployment", "web", "-p", patch]);
+        assert!(
+            err.contains("BadRequest") || err.contains("Invalid") || err.contains("invalid"),
+            "{patch}: {err}"
+        );
+        assert!(!err.contains("InternalError"), "{patch}: {err}");
+    }
+}

@@ -6,9 +6,18 @@ use std::process::Command;
 
 use common::Cluster;
 
-/// The interpreter with the `kubernetes` package: `KUBELING_PYTHON` (set by test.sh), else `python3`.
+/// The interpreter with the `kubernetes` package: `KUBELING_PYTHON` (set by test.sh), else the venv
+/// test.sh makes under target/, else `python3`.
 fn python() -> String {
-    std::env::var("KUBELING_PYTHON").unwrap_or_else(|_| "python3".to_string())
+    if let Ok(p) = std::env::var("KUBELING_PYTHON") {
+        return p;
+    }
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/target/pyvenv/bin/python");
+    if std::path::Path::new(venv).exists() {
+        venv.to_string()
+    } else {
+        "python3".to_string()
+    }
 }
 
 #[test]

@@ -34,16 +34,17 @@ assert [p.metadata.name for p in listed.items] == ["py-pod"], listed
 assert listed.items[0].status.phase == "Pending"
 
 # A watch from the configmap's revision sees the later changes, each once.
-# A list body is sent as a JSON patch.
+# A list body is sent as a JSON patch, a dict as a strategic merge patch.
 core.patch_namespaced_config_map("py", "default", [{"op": "replace", "path": "/data/a", "value": "2"}])
+core.patch_namespaced_config_map("py", "default", {"metadata": {"labels": {"smp": "yes"}}})
 core.delete_namespaced_config_map("py", "default")
 seen = []
 w = watch.Watch()
 for event in w.stream(core.list_namespaced_config_map, "default", resource_version=rv, timeout_seconds=5):
     seen.append((event["type"], event["object"].metadata.name))
-    if len(seen) == 2:
+    if event["type"] == "DELETED":
         w.stop()
-assert seen == [("MODIFIED", "py"), ("DELETED", "py")], seen
+assert seen == [("MODIFIED", "py"), ("MODIFIED", "py"), ("DELETED", "py")], seen
 
 try:
     core.read_namespaced_pod("missing", "default")
