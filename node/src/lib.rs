@@ -1,2 +1,8 @@
 //! kubeling's node agent (a kubelet on Docker). It arrives with step 3; this crate holds its place in the
 //! workspace so the layout is final from the start.
+
+pub mod events;
+pub mod lifecycle;
+pub mod node_status;
+pub mod runtime;
+pub mod scheduler;

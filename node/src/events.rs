@@ -1,0 +1,143 @@
+//! Event recording (core/v1 Events, as `kubectl describe` shows them), like client-go's event recorder:
+//! a repeat of the same reason and message for the same object bumps `count` and `lastTimestamp` of the
+//! event already written instead of creating another one.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+/// `Normal` or `Warning`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Normal.
+    Normal,
+    /// Warning.
+    Warning,
+}
+
+impl EventType {
+    fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+/// (object uid, reason, message): what makes two events the same.
+type EventKey = (String, String, String);
+/// (event namespace, event name, count) of the event already written.
+type Written = (String, String, i32);
+
+/// Writes events for one component (`kubelet`, `default-scheduler`).
+pub struct Recorder {
+    client: kube::Client,
+    component: String,
+    host: Option<String>,
+    seen: Mutex<HashMap<EventKey, Written>>,
+}
+
+impl Recorder {
+    /// A recorder for `component`, optionally on `host` (the node name, for the kubelet).
+    pub fn new(client: kube::Client, component: &str, host: Option<&str>) -> Recorder {
+        Recorder {
+            client,
+            component: component.to_string(),
+            host: host.map(str::to_string),
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Record an event about `object`. Failures are logged, never returned: events are best effort.
+    pub async fn record(&self, object: &ObjectReference, ty: EventType, reason: &str, message: &str) {
+        if let Err(e) = self.try_record(object, ty, reason, message).await {
+            tracing::debug!(error = %e, reason, "could not record an event");
+        }
+    }
+
+    async fn try_record(
+        &self,
+        object: &ObjectReference,
+        ty: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), kube::Error> {
+        let now = jiff::Timestamp::now();
+        let namespace = object.namespace.clone().unwrap_or_else(|| "default".to_string());
+        let key = (
+            object.uid.clone().unwrap_or_default(),
+            reason.to_string(),
+            message.to_string(),
+        );
+        let existing = self
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        if let Some((ns, name, count)) = existing {
+            let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
+            let patch = json!({"count": count + 1, "lastTimestamp": Time(now)});
+            if api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .is_ok()
+            {
+                self.seen
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, (ns, name, count + 1));
+                return Ok(());
+            }
+        }
+        let base = object.name.clone().unwrap_or_else(|| "object".to_string());
+        let name = format!("{base}.{:x}", now.as_nanosecond());
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            },
+            involved_object: object.clone(),
+            reason: Some(reason.to_string()),
+            message: Some(message.to_string()),
+            type_: Some(ty.as_str().to_string()),
+            source: Some(EventSource {
+                component: Some(self.component.clone()),
+                host: self.host.clone(),
+            }),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            count: Some(1),
+            event_time: Some(MicroTime(now)),
+            reporting_component: Some(self.component.clone()),
+            reporting_instance: Some(self.host.clone().unwrap_or_else(|| self.component.clone())),
+            action: Some(reason.to_string()),
+            ..Default::default()
+        };
+        api.create(&PostParams::default(), &event).await?;
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, (namespace, name, 1));
+        Ok(())
+    }
+}
+
+/// The reference to a pod that events carry.
+pub fn pod_ref(pod: &k8s_openapi::api::core::v1::Pod) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: pod.metadata.name.clone(),
+        namespace: pod.metadata.namespace.clone(),
+        uid: pod.metadata.uid.clone(),
+        resource_version: pod.metadata.resource_version.clone(),
+        ..Default::default()
+    }
+}
