@@ -30,31 +30,40 @@ pub fn prepare_update(new: &mut Value, old: &Value, status_update: bool) {
 /// watching), then runs until `cancel`. Whenever something changes, every namespace being deleted has its
 /// objects deleted and, once it is empty, is removed itself.
 pub fn spawn_controller(registry: Registry, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
-    let first = subscribe(&registry);
+    let first = subscribe(&registry, NAMESPACES_ONLY);
     tokio::spawn(run_controller(registry, first, cancel))
 }
 
-fn subscribe(registry: &Registry) -> Option<crate::storage::WatchStart> {
-    // Watch everything: a change anywhere may be the last object of a terminating namespace leaving.
+/// Storage key prefix of namespaces: all the controller watches while no namespace is terminating.
+const NAMESPACES_ONLY: &str = "core/namespaces/";
+
+fn subscribe(registry: &Registry, prefix: &str) -> Option<(String, crate::storage::WatchStart)> {
     registry
         .storage()
-        .watch("", WatchFrom::After(registry.storage().revision()))
+        .watch(prefix, WatchFrom::After(registry.storage().revision()))
         .ok()
+        .map(|w| (prefix.to_string(), w))
 }
 
 async fn run_controller(
     registry: Registry,
-    mut next_watch: Option<crate::storage::WatchStart>,
+    mut next_watch: Option<(String, crate::storage::WatchStart)>,
     cancel: CancellationToken,
 ) {
     let ns_info = resources::find("", "v1", "namespaces").expect("namespaces are served");
+    let mut want = NAMESPACES_ONLY;
     loop {
-        let Some(mut watch) = next_watch.take().or_else(|| subscribe(&registry)) else {
+        let Some((prefix, mut watch)) = next_watch.take().or_else(|| subscribe(&registry, want)) else {
             // Only possible if the revision moved between reading it and subscribing: try again.
             tokio::task::yield_now().await;
             continue;
         };
-        sweep(&registry, ns_info).await;
+        // While a namespace is terminating, watch everything: a change anywhere may be the last object of
+        // that namespace leaving. Otherwise namespaces alone, so ordinary writes do not wake us.
+        want = if sweep(&registry, ns_info).await { "" } else { NAMESPACES_ONLY };
+        if want != prefix {
+            continue;
+        }
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return,
@@ -65,12 +74,17 @@ async fn run_controller(
                     Next::Closed => return,
                 },
             }
-            sweep(&registry, ns_info).await;
+            want = if sweep(&registry, ns_info).await { "" } else { NAMESPACES_ONLY };
+            if want != prefix {
+                break;
+            }
         }
     }
 }
 
-async fn sweep(registry: &Registry, ns_info: &'static resources::ResourceInfo) {
+/// Delete the contents of terminating namespaces, and the emptied ones; true if one is still terminating.
+async fn sweep(registry: &Registry, ns_info: &'static resources::ResourceInfo) -> bool {
+    let mut terminating_left = false;
     let terminating = registry.list(ns_info, None, &Selection::default(), None, None);
     for ns in terminating.items {
         if ns.value.pointer("/metadata/deletionTimestamp").is_none() {
@@ -106,6 +120,7 @@ async fn sweep(registry: &Registry, ns_info: &'static resources::ResourceInfo) {
         }
         if remaining > 0 {
             // Deleting them produces events, which run this sweep again.
+            terminating_left = true;
             continue;
         }
         let key = ns_info.key(None, &name);
@@ -141,4 +156,5 @@ async fn sweep(registry: &Registry, ns_info: &'static resources::ResourceInfo) {
             tracing::warn!(namespace = %name, error = %e, "removing a deleted namespace");
         }
     }
+    terminating_left
 }
