@@ -21,10 +21,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Start the cluster in the foreground (today: the API server; the node agent arrives with step 3).
-    Up(ServeArgs),
+    /// Start the cluster in the foreground: the API server, the scheduler and a node agent on Docker.
+    Up(UpArgs),
     /// Start the API server alone.
     Apiserver(ServeArgs),
+    /// Run a node agent alone against any API server.
+    Node(NodeArgs),
     /// Print the version.
     Version,
     /// Measure the API server (start-up, memory, create rate, LIST, watch fan-out) and print the figures.
@@ -46,6 +48,94 @@ struct ServeArgs {
     /// Do not merge a `kubeling` context into the user's kubeconfig ($KUBECONFIG or ~/.kube/config).
     #[arg(long)]
     no_kubeconfig_merge: bool,
+}
+
+#[derive(Args, Clone)]
+struct UpArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+    #[command(flatten)]
+    node: NodeOptions,
+}
+
+/// Options of the node agent, shared by `up` and `node`.
+#[derive(Args, Clone)]
+struct NodeOptions {
+    /// Node name (default: the host name).
+    #[arg(long)]
+    node_name: Option<String>,
+    /// The node's IP: its InternalIP and the pods' hostIP.
+    #[arg(long, default_value = "127.0.0.1")]
+    node_ip: String,
+    /// The pause image; built locally when missing.
+    #[arg(long, default_value = node::runtime::docker::DEFAULT_PAUSE_IMAGE)]
+    pod_infra_image: String,
+}
+
+#[derive(Args, Clone)]
+struct NodeArgs {
+    /// The kubeconfig of the API server to join.
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    /// Data directory of the node (cluster id, pod volumes). Default: DATA/node under the default dir.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    node: NodeOptions,
+}
+
+async fn client_from(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok(kube::Client::try_from(cfg)?)
+}
+
+/// The bearer token of the current context's user in a kubeconfig.
+fn kubeconfig_token(path: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_norway::Value = serde_norway::from_str(&text).ok()?;
+    let current = v.get("current-context")?.as_str()?;
+    let ctx = v
+        .get("contexts")?
+        .as_sequence()?
+        .iter()
+        .find(|c| c.get("name").and_then(|n| n.as_str()) == Some(current))?;
+    let user = ctx.get("context")?.get("user")?.as_str()?;
+    let u = v
+        .get("users")?
+        .as_sequence()?
+        .iter()
+        .find(|u| u.get("name").and_then(|n| n.as_str()) == Some(user))?;
+    u.get("user")?.get("token")?.as_str().map(str::to_string)
+}
+
+fn agent_config(data_dir: &std::path::Path, o: &NodeOptions) -> node::agent::AgentConfig {
+    let mut cfg = node::agent::AgentConfig::new(data_dir);
+    if let Some(n) = &o.node_name {
+        cfg.node_name = n.clone();
+    }
+    cfg.node_ip = o.node_ip.clone();
+    cfg.pause_image = o.pod_infra_image.clone();
+    cfg
+}
+
+async fn run_node(args: NodeArgs) -> anyhow::Result<()> {
+    let data_dir = match args.data_dir {
+        Some(d) => d,
+        None => default_data_dir()?.join("node"),
+    };
+    let client = client_from(&args.kubeconfig).await?;
+    let mut cfg = agent_config(&data_dir, &args.node);
+    // The API server reaches the node's logs/exec endpoint with the kubeconfig's token.
+    cfg.node_token = kubeconfig_token(&args.kubeconfig).unwrap_or_default();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let agent = tokio::spawn(node::agent::run(client, cfg, cancel.clone()));
+    println!("kubeling node agent started: node data in {}", data_dir.display());
+    wait_for_signal().await?;
+    cancel.cancel();
+    agent.await??;
+    Ok(())
 }
 
 fn default_data_dir() -> anyhow::Result<PathBuf> {
@@ -71,7 +161,7 @@ fn server_url(addr: SocketAddr) -> String {
     }
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+async fn serve(args: ServeArgs, node_opts: Option<NodeOptions>) -> anyhow::Result<()> {
     let started = Instant::now();
     let data_dir = match args.data_dir {
         Some(d) => d,
@@ -116,8 +206,28 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         started.elapsed().as_millis(),
         kubeconfig_path.display()
     );
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let mut tasks = Vec::new();
+    if let Some(opts) = node_opts {
+        let client = client_from(&kubeconfig_path).await?;
+        tasks.push(tokio::spawn(node::scheduler::run(client.clone(), cancel.clone())));
+        let mut cfg = agent_config(&data_dir.join("node"), &opts);
+        cfg.node_token = server.tls.token.clone();
+        let cancel = cancel.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = node::agent::run(client, cfg, cancel).await {
+                tracing::error!(error = %e, "node agent stopped");
+            }
+        }));
+    }
     wait_for_signal().await?;
     tracing::info!("shutting down");
+    // Order: the node agent and scheduler stop (containers keep running), then the API server ends its
+    // watches, drains requests and flushes storage.
+    cancel.cancel();
+    for t in tasks {
+        let _ = t.await;
+    }
     server.shutdown().await;
     Ok(())
 }
@@ -159,7 +269,9 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Up(args) | Command::Apiserver(args) => runtime()?.block_on(serve(args)),
+        Command::Up(args) => runtime()?.block_on(serve(args.serve, Some(args.node))),
+        Command::Apiserver(args) => runtime()?.block_on(serve(args, None)),
+        Command::Node(args) => runtime()?.block_on(run_node(args)),
         Command::Bench(args) => runtime()?.block_on(bench::run(args)),
     }
 }

@@ -143,6 +143,7 @@ impl ApiServer {
             token: tls.token.clone(),
             cancel: cancel.clone(),
             server_address: addr.to_string(),
+            node_token: Some(tls.token.clone()),
         });
         let server_config = tls::server_config(&tls)?;
         let rustls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(server_config));

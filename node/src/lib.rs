@@ -1,8 +1,13 @@
 //! kubeling's node agent (a kubelet on Docker). It arrives with step 3; this crate holds its place in the
 //! workspace so the layout is final from the start.
 
+pub mod agent;
+pub mod env;
 pub mod events;
+pub mod kubelet;
 pub mod lifecycle;
 pub mod node_status;
 pub mod runtime;
 pub mod scheduler;
+pub mod server;
+pub mod volumes;

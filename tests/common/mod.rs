@@ -22,6 +22,45 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// `kubeling up --port 0` (API server, scheduler, node agent on Docker) on a fresh data dir.
+    pub fn up() -> Cluster {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let mut c = Self::start_in(&dir, 0, "up");
+        c._tmp = Some(tmp);
+        c
+    }
+
+    /// Wait until `kubectl get <what> -o json` satisfies `cond`.
+    pub fn wait_json(
+        &self,
+        what: &[&str],
+        timeout: Duration,
+        mut cond: impl FnMut(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let mut args = vec!["get"];
+        args.extend_from_slice(what);
+        args.extend_from_slice(&["-o", "json"]);
+        let mut last = serde_json::Value::Null;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let out = self.kubectl(&args);
+            if out.status.success()
+                && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            {
+                if cond(&v) {
+                    return v;
+                }
+                last = v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting on {what:?}; last: {last}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// `kubeling apiserver --port 0` on a fresh data dir.
     pub fn start() -> Cluster {
         let tmp = tempfile::tempdir().unwrap();
@@ -214,6 +253,26 @@ impl Drop for Cluster {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        // Containers this cluster made (they outlive kubeling by design): remove them by the cluster's label.
+        if let Ok(id) = std::fs::read_to_string(self.data_dir.join("node/cluster-id")) {
+            let out = Command::new("docker")
+                .args([
+                    "ps",
+                    "-aq",
+                    "--filter",
+                    &format!("label=io.kubeling.cluster={}", id.trim()),
+                ])
+                .output();
+            if let Ok(out) = out {
+                let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                    .split_whitespace()
+                    .map(String::from)
+                    .collect();
+                if !ids.is_empty() {
+                    let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
+                }
+            }
         }
     }
 }

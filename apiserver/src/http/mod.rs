@@ -6,6 +6,7 @@
 
 pub mod discovery;
 pub mod openapi;
+pub mod proxy;
 pub mod request;
 pub mod reviews;
 pub mod watch;
@@ -42,6 +43,9 @@ pub struct ServerState {
     pub cancel: CancellationToken,
     /// `host:port` clients reach us at (for `/api`).
     pub server_address: String,
+    /// The bearer token sent to node agents for `pods/log`, `exec` and `attach`; without one they are not
+    /// proxied.
+    pub node_token: Option<String>,
 }
 
 /// The API server's router.
@@ -256,6 +260,8 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
             None => error_response(&ApiError::no_route()),
         },
         Route::NotFound => error_response(&ApiError::no_route()),
+        // Log and exec streams go to the node agent; exec needs the request parts for its upgrade.
+        Route::Resource(r) if proxy::handles(&parts.method, &r) => proxy::serve(&st, parts, r, query).await,
         Route::Resource(r) => match read_body(body).await {
             Err(e) => error_response(&e),
             Ok(body) => match resource(&st, parts.method, &parts.headers, query, body, r).await {

@@ -60,7 +60,11 @@ async fn run_controller(
         };
         // While a namespace is terminating, watch everything: a change anywhere may be the last object of
         // that namespace leaving. Otherwise namespaces alone, so ordinary writes do not wake us.
-        want = if sweep(&registry, ns_info).await { "" } else { NAMESPACES_ONLY };
+        want = if sweep(&registry, ns_info).await {
+            ""
+        } else {
+            NAMESPACES_ONLY
+        };
         if want != prefix {
             continue;
         }
@@ -74,7 +78,11 @@ async fn run_controller(
                     Next::Closed => return,
                 },
             }
-            want = if sweep(&registry, ns_info).await { "" } else { NAMESPACES_ONLY };
+            want = if sweep(&registry, ns_info).await {
+                ""
+            } else {
+                NAMESPACES_ONLY
+            };
             if want != prefix {
                 break;
             }

@@ -172,6 +172,25 @@ pub static RESOURCES: &[ResourceInfo] = &[
                 verbs: &["create"],
                 group_version: None,
             },
+            // Proxied to the node agent (http/proxy).
+            Subresource {
+                name: "log",
+                kind: "Pod",
+                verbs: &["get"],
+                group_version: None,
+            },
+            Subresource {
+                name: "exec",
+                kind: "PodExecOptions",
+                verbs: &["create", "get"],
+                group_version: None,
+            },
+            Subresource {
+                name: "attach",
+                kind: "PodAttachOptions",
+                verbs: &["create", "get"],
+                group_version: None,
+            },
         ],
         has_status: true,
         tracks_generation: false,

@@ -24,6 +24,22 @@ fn engine(e: sled::Error) -> StoreError {
 impl SledStore {
     /// Open (or create) the database at `path`.
     pub fn open(path: &Path) -> Result<SledStore, StoreError> {
+        // sled holds an exclusive file lock until its last reference (some held by its own background
+        // threads) is gone: a restart right after a shutdown can find it still held for a moment.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match Self::try_open(path) {
+                Err(StoreError::Engine(msg))
+                    if msg.contains("could not acquire lock") && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn try_open(path: &Path) -> Result<SledStore, StoreError> {
         let db = sled::Config::new()
             .path(path)
             // Reads are served from memory; sled's page cache only matters at start-up.
@@ -33,11 +49,7 @@ impl SledStore {
             .open()
             .map_err(|e| StoreError::Engine(format!("opening {}: {e}", path.display())))?;
         let tree = db.open_tree("objects").map_err(engine)?;
-        Ok(SledStore {
-            db,
-            tree,
-            path: path.to_path_buf(),
-        })
+        Ok(SledStore { db, tree, path: path.to_path_buf() })
     }
 }
 

@@ -375,6 +375,23 @@ impl ContainerRuntime for DockerRuntime {
             readonly_rootfs: Some(security.readonly_rootfs),
             // The kubelet restarts containers, never Docker.
             restart_policy: Some(no_restart()),
+            // emptyDir with medium Memory.
+            tmpfs: (!config.tmpfs.is_empty()).then(|| {
+                config
+                    .tmpfs
+                    .iter()
+                    .map(|t| {
+                        let mut o = Vec::new();
+                        if let Some(s) = t.size_bytes {
+                            o.push(format!("size={s}"));
+                        }
+                        if t.read_only {
+                            o.push("ro".to_owned());
+                        }
+                        (t.container_path.clone(), o.join(","))
+                    })
+                    .collect()
+            }),
             ..HostConfig::default()
         };
         let body = ContainerCreateBody {

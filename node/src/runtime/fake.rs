@@ -144,6 +144,8 @@ struct State {
     exit_on_start: HashMap<String, i64>,
     stop_exit_code: i64,
     logs: HashMap<String, Bytes>,
+    /// Woken when logs grow or a container stops, for `logs` with `follow`.
+    log_changed: Arc<tokio::sync::Notify>,
     exec_handler: Option<ExecHandler>,
 }
 
@@ -195,6 +197,7 @@ impl FakeRuntime {
                 exit_on_start: HashMap::new(),
                 stop_exit_code: 0,
                 logs: HashMap::new(),
+                log_changed: Arc::new(tokio::sync::Notify::new()),
                 exec_handler: None,
             })),
         };
@@ -251,6 +254,7 @@ impl FakeRuntime {
         let container = state.containers.get_mut(id).ok_or_else(|| not_found(id))?;
         container.exit(now, exit_code);
         container.state.oom_killed = oom_killed;
+        state.log_changed.notify_waiters();
         Ok(())
     }
 
@@ -262,7 +266,18 @@ impl FakeRuntime {
 
     /// The output `logs` returns for `id`.
     pub fn set_logs(&self, id: &str, output: impl Into<Bytes>) {
-        self.lock().logs.insert(id.to_owned(), output.into());
+        let mut state = self.lock();
+        state.logs.insert(id.to_owned(), output.into());
+        state.log_changed.notify_waiters();
+    }
+
+    /// Adds output to `id`'s log, as a running container would (seen by `logs` with `follow`).
+    pub fn append_logs(&self, id: &str, output: &[u8]) {
+        let mut state = self.lock();
+        let mut log = state.logs.get(id).map(|b| b.to_vec()).unwrap_or_default();
+        log.extend_from_slice(output);
+        state.logs.insert(id.to_owned(), Bytes::from(log));
+        state.log_changed.notify_waiters();
     }
 
     /// How execs answer; without a handler every exec exits 0 with no output.
@@ -553,6 +568,7 @@ impl ContainerRuntime for FakeRuntime {
         if container.state.is_running() {
             container.exit(now, exit_code);
         }
+        state.log_changed.notify_waiters();
         Ok(())
     }
 
@@ -560,6 +576,7 @@ impl ContainerRuntime for FakeRuntime {
         let mut state = self.enter(Op::Remove, Some(Call::Remove { id: id.to_owned() }))?;
         state.containers.remove(id);
         state.logs.remove(id);
+        state.log_changed.notify_waiters();
         Ok(())
     }
 
@@ -604,7 +621,40 @@ impl ContainerRuntime for FakeRuntime {
         if let Some(limit) = options.limit_bytes {
             output.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
         }
-        Ok(stream::iter([Ok(output)]).boxed())
+        let first = stream::iter([Ok(output)]);
+        if !options.follow {
+            return Ok(first.boxed());
+        }
+        // Follow: what the log gains after this call, until the container is not running (as Docker's
+        // follow ends when the container stops). `limit_bytes` applies to the initial part only.
+        let sent = state.logs.get(id).map_or(0, Bytes::len);
+        drop(state);
+        let fake = self.clone();
+        let id = id.to_owned();
+        let more = stream::unfold(sent, move |sent| {
+            let (fake, id) = (fake.clone(), id.clone());
+            async move {
+                loop {
+                    let notify = fake.lock().log_changed.clone();
+                    let notified = notify.notified();
+                    tokio::pin!(notified);
+                    notified.as_mut().enable();
+                    {
+                        let state = fake.lock();
+                        let log = state.logs.get(&id).cloned().unwrap_or_default();
+                        if log.len() > sent {
+                            return Some((Ok(log.slice(sent..)), log.len()));
+                        }
+                        let running = state.containers.get(&id).is_some_and(|c| c.state.is_running());
+                        if !running {
+                            return None;
+                        }
+                    }
+                    notified.await;
+                }
+            }
+        });
+        Ok(first.chain(more).boxed())
     }
 
     async fn exec(&self, id: &str, config: &ExecConfig) -> Result<ExecSession> {

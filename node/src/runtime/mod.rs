@@ -263,6 +263,17 @@ pub struct Mount {
     pub read_only: bool,
 }
 
+/// A tmpfs mounted into a container: an `emptyDir` with `medium: Memory` (Docker `HostConfig.Tmpfs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TmpfsMount {
+    /// Path in the container.
+    pub container_path: String,
+    /// `size=` in bytes, from the volume's `sizeLimit`; `None` leaves Docker's default.
+    pub size_bytes: Option<i64>,
+    /// Mounted read-only.
+    pub read_only: bool,
+}
+
 /// Resource settings, already converted from quantities.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Resources {
@@ -316,6 +327,8 @@ pub struct ContainerConfig {
     pub working_dir: Option<String>,
     /// Volume and file mounts.
     pub mounts: Vec<Mount>,
+    /// tmpfs mounts (memory-backed emptyDir volumes).
+    pub tmpfs: Vec<TmpfsMount>,
     /// Limits and requests.
     pub resources: Resources,
     /// Security context.

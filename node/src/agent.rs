@@ -1,0 +1,167 @@
+//! The node agent as a whole: connect to Docker, make the pause image, register the node and keep its
+//! status and Lease fresh, and run the pods bound to it. A client of any API server, over HTTPS only.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::kubelet::{Kubelet, KubeletConfig};
+use crate::node_status::{self, NodeConfig};
+use crate::runtime::docker::{DEFAULT_PAUSE_IMAGE, DockerRuntime};
+use crate::runtime::{ContainerRuntime, Owner};
+
+/// How to run a node agent.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Node name.
+    pub node_name: String,
+    /// The node's IP (InternalIP, pods' hostIP).
+    pub node_ip: String,
+    /// Where the cluster id and pod volumes live.
+    pub data_dir: PathBuf,
+    /// The pause image (built locally when missing).
+    pub pause_image: String,
+    /// Port of the node's own endpoint (logs, exec), reported in the Node status; 0 takes a free one.
+    pub kubelet_port: u16,
+    /// The bearer token the API server presents to the node's endpoint (the cluster's token).
+    pub node_token: String,
+}
+
+impl AgentConfig {
+    /// Defaults: the host name as node name, 127.0.0.1, kubeling's pause image.
+    pub fn new(data_dir: &Path) -> AgentConfig {
+        AgentConfig {
+            node_name: default_node_name(),
+            node_ip: "127.0.0.1".to_string(),
+            data_dir: data_dir.to_path_buf(),
+            pause_image: DEFAULT_PAUSE_IMAGE.to_string(),
+            kubelet_port: 0,
+            node_token: String::new(),
+        }
+    }
+}
+
+/// The host name, lower-cased (upstream's default node name).
+pub fn default_node_name() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "localhost".into());
+    name.trim().to_lowercase()
+}
+
+/// The id that marks this cluster's containers in a shared Docker engine; made once, kept in the data dir.
+pub fn cluster_id(data_dir: &Path) -> std::io::Result<String> {
+    let path = data_dir.join("cluster-id");
+    match std::fs::read_to_string(&path) {
+        Ok(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+        _ => {
+            std::fs::create_dir_all(data_dir)?;
+            let id = format!("{:016x}", rand_u64());
+            std::fs::write(&path, &id)?;
+            Ok(id)
+        }
+    }
+}
+
+fn rand_u64() -> u64 {
+    // Enough entropy for an id without a dependency: time and the process id through a hash.
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(jiff::Timestamp::now().as_nanosecond() as u128);
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// Run the node agent until `cancel`. Containers keep running after it stops.
+pub async fn run(client: kube::Client, cfg: AgentConfig, cancel: CancellationToken) -> std::io::Result<()> {
+    let owner = Owner {
+        cluster: cluster_id(&cfg.data_dir)?,
+        node: cfg.node_name.clone(),
+    };
+    let docker = loop {
+        match DockerRuntime::connect(owner.clone()).await {
+            Ok(d) => break d,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot reach Docker; retrying");
+                tokio::select! {
+                    _ = cancel.cancelled() => return Ok(()),
+                    _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                }
+            }
+        }
+    };
+    if let Err(e) = docker.ensure_pause_image(&cfg.pause_image).await {
+        tracing::error!(image = %cfg.pause_image, error = %e, "cannot make the pause image");
+    }
+    let runtime: Arc<dyn ContainerRuntime> = Arc::new(docker);
+    // The node's own endpoint (logs, exec): a free port unless one is given, a self-signed certificate
+    // (the API server authenticates to it with the cluster token; see apiserver/src/http/proxy.rs).
+    let listener = std::net::TcpListener::bind((bind_ip(&cfg.node_ip), cfg.kubelet_port))?;
+    let kubelet_port = listener.local_addr()?.port();
+    let tls = Arc::new(node_tls(&cfg)?);
+    let node_cfg = NodeConfig {
+        name: cfg.node_name.clone(),
+        ip: cfg.node_ip.clone(),
+        kubelet_port,
+        data_dir: cfg.data_dir.clone(),
+    };
+    let health_runtime = runtime.clone();
+    let health = move || {
+        let r = health_runtime.clone();
+        async move {
+            r.version()
+                .await
+                .map(|v| v.trim_start_matches("docker://").to_string())
+                .map_err(|e| e.to_string())
+        }
+    };
+    let status = node_status::run(client.clone(), node_cfg, health, cancel.clone());
+    let kubelet = Kubelet::new(
+        client,
+        runtime.clone(),
+        KubeletConfig {
+            node_name: cfg.node_name,
+            node_ip: cfg.node_ip,
+            pause_image: cfg.pause_image,
+            data_dir: cfg.data_dir,
+        },
+    );
+    let state = Arc::new(crate::server::ServerState {
+        runtime,
+        lookup: kubelet.container_lookup(),
+        token: cfg.node_token.clone(),
+    });
+    let server = crate::server::serve(listener, tls, state, cancel.clone());
+    let (_, _, served) = tokio::join!(status, kubelet.run(cancel), server);
+    served
+}
+
+fn bind_ip(node_ip: &str) -> std::net::IpAddr {
+    node_ip
+        .parse()
+        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
+}
+
+/// A self-signed serving certificate for the node's endpoint (ring provider, as everywhere in kubeling).
+fn node_tls(cfg: &AgentConfig) -> std::io::Result<rustls::ServerConfig> {
+    let err = |e: &dyn std::fmt::Display| std::io::Error::other(format!("node certificate: {e}"));
+    let names = vec![
+        cfg.node_name.clone(),
+        cfg.node_ip.clone(),
+        "localhost".to_string(),
+    ];
+    let key = rcgen::KeyPair::generate().map_err(|e| err(&e))?;
+    let params = rcgen::CertificateParams::new(names).map_err(|e| err(&e))?;
+    let cert = params.self_signed(&key).map_err(|e| err(&e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certs = vec![cert.der().clone()];
+    let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).map_err(|e| err(&e))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| err(&e))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| err(&e))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}

@@ -1,0 +1,881 @@
+//! The pod side of the node agent: the informer, one worker per pod UID, and the status manager.
+//!
+//! ```text
+//! informer (kube watcher, fieldSelector spec.nodeName=<node>)
+//!    └─► pod_workers: one task per pod UID holding only the latest desired pod (a watch channel)
+//!          loop: observe (Docker, by labels) → lifecycle::plan() → execute actions → lifecycle::pod_status()
+//!                → status manager (PATCH pods/status, UID precondition, only when changed)
+//!                → wait for a new spec, the next backoff deadline, or the 1 s relist (upstream's PLEG period)
+//! ```
+//! The worker keeps no database: what runs is read back from Docker by the kubelet's labels, so a restarted
+//! kubeling adopts its containers (same IDs, same restart counts). Nothing is removed before the informer's
+//! first full list (kube-rs `Store::wait_until_ready`).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::{EventType, Recorder, pod_ref};
+use crate::lifecycle::backoff::{BackoffState, image_pull_key};
+use crate::lifecycle::hash::hash_container;
+use crate::lifecycle::plan::{self, ObservedContainer, ObservedPod, ObservedSandbox, PodActions};
+use crate::lifecycle::status::{StatusContext, WaitingReason, pod_status};
+use crate::runtime::{
+    ContainerConfig, ContainerKind, ContainerRuntime, CriState, ListFilter, PortMapping, Protocol,
+    PullPolicy, Resources, SandboxConfig, SecurityConfig,
+};
+
+/// upstream: the generic PLEG relists every second.
+const RELIST_PERIOD: Duration = Duration::from_secs(1);
+/// upstream: `minimumGracePeriodInSeconds` = 2.
+const MINIMUM_GRACE_PERIOD: i64 = 2;
+
+/// What the pod side needs to know about its node.
+#[derive(Debug, Clone)]
+pub struct KubeletConfig {
+    /// Node name.
+    pub node_name: String,
+    /// Node IP: pods' hostIP.
+    pub node_ip: String,
+    /// The pause image.
+    pub pause_image: String,
+    /// Where pod volumes live (`<dir>/pods/<uid>/volumes/...`).
+    pub data_dir: std::path::PathBuf,
+}
+
+/// What a worker is told: the latest pod, or that it is gone from the API.
+#[derive(Clone)]
+enum Desired {
+    Pod(Box<Pod>),
+    Gone,
+}
+
+/// (namespace, pod, container).
+type ContainerKey = (String, String, String);
+/// (newest instance, the one before).
+type Instances = (Option<String>, Option<String>);
+
+/// The pod side of the node agent.
+pub struct Kubelet {
+    /// What logs and exec reach.
+    containers: Arc<Mutex<HashMap<ContainerKey, Instances>>>,
+    client: kube::Client,
+    runtime: Arc<dyn ContainerRuntime>,
+    cfg: KubeletConfig,
+    recorder: Arc<Recorder>,
+    workers: Mutex<HashMap<String, watch::Sender<Desired>>>,
+}
+
+impl Kubelet {
+    /// A kubelet for `cfg.node_name` over `runtime`.
+    pub fn new(client: kube::Client, runtime: Arc<dyn ContainerRuntime>, cfg: KubeletConfig) -> Arc<Kubelet> {
+        let recorder = Arc::new(Recorder::new(client.clone(), "kubelet", Some(&cfg.node_name)));
+        Arc::new(Kubelet {
+            containers: Arc::new(Mutex::new(HashMap::new())),
+            client,
+            runtime,
+            cfg,
+            recorder,
+            workers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The lookup the node's logs/exec endpoint uses: the current (or, with `previous`, the previous)
+    /// container instance of a pod's container, as the workers last saw them.
+    pub fn container_lookup(&self) -> crate::server::ContainerLookup {
+        let map = self.containers.clone();
+        Arc::new(move |ns: &str, pod: &str, container: &str, previous: bool| {
+            let m = map.lock().unwrap_or_else(|e| e.into_inner());
+            let (current, prev) = m.get(&(ns.to_string(), pod.to_string(), container.to_string()))?;
+            if previous { prev.clone() } else { current.clone() }
+        })
+    }
+
+    /// Run the informer and the pod workers until `cancel`. Containers keep running after that (a restart
+    /// adopts them).
+    pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let config = watcher::Config::default().fields(&format!("spec.nodeName={}", self.cfg.node_name));
+        let stream = watcher(pods, config).default_backoff();
+        futures_util::pin_mut!(stream);
+        let mut listed: HashSet<String> = HashSet::new();
+        let mut initial_done = false;
+        loop {
+            let event = tokio::select! {
+                _ = cancel.cancelled() => return,
+                e = stream.next() => e,
+            };
+            let Some(event) = event else { return };
+            match event {
+                Ok(watcher::Event::Init) => listed.clear(),
+                Ok(watcher::Event::InitApply(pod)) => {
+                    listed.insert(pod.metadata.uid.clone().unwrap_or_default());
+                    self.dispatch(pod, &cancel);
+                }
+                Ok(watcher::Event::InitDone) => {
+                    // Pods that vanished while we were not watching: tell their workers.
+                    let gone: Vec<String> = {
+                        let w = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+                        w.keys().filter(|uid| !listed.contains(*uid)).cloned().collect()
+                    };
+                    for uid in gone {
+                        self.tell(&uid, Desired::Gone);
+                    }
+                    if !initial_done {
+                        initial_done = true;
+                        self.clean_orphans(&listed).await;
+                    }
+                }
+                Ok(watcher::Event::Apply(pod)) => self.dispatch(pod, &cancel),
+                Ok(watcher::Event::Delete(pod)) => {
+                    let uid = pod.metadata.uid.clone().unwrap_or_default();
+                    self.tell(&uid, Desired::Gone);
+                }
+                Err(e) => tracing::warn!(error = %e, "pod informer"),
+            }
+        }
+    }
+
+    fn tell(&self, uid: &str, d: Desired) {
+        if let Some(tx) = self.workers.lock().unwrap_or_else(|e| e.into_inner()).get(uid) {
+            tx.send_replace(d);
+        }
+    }
+
+    fn dispatch(self: &Arc<Self>, pod: Pod, cancel: &CancellationToken) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let mut workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        match workers.get(&uid) {
+            Some(tx) => {
+                tx.send_replace(Desired::Pod(Box::new(pod)));
+            }
+            None => {
+                let (tx, rx) = watch::channel(Desired::Pod(Box::new(pod)));
+                workers.insert(uid.clone(), tx);
+                let me = self.clone();
+                let cancel = cancel.clone();
+                tokio::spawn(async move {
+                    Worker::new(me.clone(), uid.clone()).run(rx, cancel).await;
+                    me.workers.lock().unwrap_or_else(|e| e.into_inner()).remove(&uid);
+                });
+            }
+        }
+    }
+
+    /// Containers of pods the API server no longer has (on this node), found after the first full list.
+    async fn clean_orphans(&self, listed: &HashSet<String>) {
+        let Ok(all) = self.runtime.list(&ListFilter::all()).await else {
+            return;
+        };
+        let orphans: Vec<_> = all
+            .into_iter()
+            .filter(|c| c.pod_uid().is_some_and(|u| !listed.contains(u)))
+            .filter(|c| {
+                !self
+                    .workers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains_key(c.pod_uid().unwrap_or(""))
+            })
+            .collect();
+        for c in orphans {
+            tracing::info!(container = %c.name, "removing a container of a pod that no longer exists");
+            let _ = self
+                .runtime
+                .stop_container(&c.id, Duration::from_secs(2), None)
+                .await;
+            let _ = self.runtime.remove_container(&c.id).await;
+        }
+    }
+}
+
+struct Worker {
+    k: Arc<Kubelet>,
+    uid: String,
+    crash_backoff: BackoffState,
+    pull_backoff: BackoffState,
+    waiting: BTreeMap<String, WaitingReason>,
+    last_status: Option<PodStatus>,
+    /// (namespace, name) of the pod, once known.
+    pod_names: Option<(String, String)>,
+}
+
+impl Worker {
+    fn new(k: Arc<Kubelet>, uid: String) -> Worker {
+        Worker {
+            k,
+            uid,
+            crash_backoff: BackoffState::crash_loop(),
+            pull_backoff: BackoffState::image_pull(),
+            waiting: BTreeMap::new(),
+            last_status: None,
+            pod_names: None,
+        }
+    }
+
+    async fn run(mut self, mut rx: watch::Receiver<Desired>, cancel: CancellationToken) {
+        loop {
+            let desired = rx.borrow_and_update().clone();
+            let pod = match desired {
+                Desired::Gone => {
+                    self.remove_everything().await;
+                    return;
+                }
+                Desired::Pod(p) => *p,
+            };
+            if self.pod_names.is_none() {
+                self.pod_names = Some((
+                    pod.metadata.namespace.clone().unwrap_or_default(),
+                    pod.metadata.name.clone().unwrap_or_default(),
+                ));
+            }
+            if pod.metadata.deletion_timestamp.is_some() {
+                self.terminate(&pod).await;
+                // Wait until the API server confirms the pod is gone, then clean up.
+                loop {
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        r = rx.changed() => if r.is_err() { return },
+                    }
+                    if matches!(*rx.borrow(), Desired::Gone) {
+                        self.remove_everything().await;
+                        return;
+                    }
+                }
+            }
+            let next_check = self.sync(&pod).await;
+            let wait = match next_check {
+                Some(t) => {
+                    let d = t.duration_since(Timestamp::now()).unsigned_abs();
+                    d.min(RELIST_PERIOD)
+                }
+                None => RELIST_PERIOD,
+            };
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                r = rx.changed() => if r.is_err() { return },
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    async fn observe(&self) -> ObservedPod {
+        let out = self.observe_runtime().await;
+        // Publish the newest and previous instance of each container for logs and exec.
+        let mut by_name: BTreeMap<&str, Vec<&ObservedContainer>> = BTreeMap::new();
+        for c in &out.containers {
+            by_name.entry(c.name.as_str()).or_default().push(c);
+        }
+        if let Some((ns, pod)) = self.pod_names.clone() {
+            let mut map = self.k.containers.lock().unwrap_or_else(|e| e.into_inner());
+            for (name, mut instances) in by_name {
+                instances.sort_by_key(|c| std::cmp::Reverse(c.created));
+                let current = instances.first().map(|c| c.id.clone());
+                let previous = instances.get(1).map(|c| c.id.clone());
+                map.insert((ns.clone(), pod.clone(), name.to_string()), (current, previous));
+            }
+        }
+        out
+    }
+
+    async fn observe_runtime(&self) -> ObservedPod {
+        let mut out = ObservedPod::default();
+        let Ok(list) = self.k.runtime.list(&ListFilter::all().pod_uid(&self.uid)).await else {
+            return out;
+        };
+        for c in list {
+            let Ok(st) = self.k.runtime.inspect(&c.id).await else {
+                continue;
+            };
+            match c.kind() {
+                Some(ContainerKind::Sandbox) => out.sandboxes.push(ObservedSandbox {
+                    id: c.id.clone(),
+                    attempt: c.attempt().unwrap_or(0),
+                    ready: st.cri_state() == CriState::Running,
+                    ip: Some(st.ip_address.clone()).filter(|ip| !ip.is_empty()),
+                    host_network: st.network_mode == "host",
+                    created: c.created,
+                }),
+                Some(ContainerKind::Container) => {
+                    let state = match st.cri_state() {
+                        CriState::Running => plan::ContainerState::Running {
+                            started_at: st.started_at.unwrap_or(c.created),
+                        },
+                        CriState::Created => plan::ContainerState::Created,
+                        CriState::Exited { reason } => plan::ContainerState::Exited {
+                            exit_code: st.exit_code as i32,
+                            reason: Some(reason.to_string()),
+                            message: Some(st.error.clone()).filter(|e| !e.is_empty()),
+                            started_at: st.started_at.unwrap_or(c.created),
+                            finished_at: st.finished_at.unwrap_or(c.created),
+                            oom_killed: st.oom_killed,
+                        },
+                    };
+                    out.containers.push(ObservedContainer {
+                        id: c.id.clone(),
+                        name: c.container_name().unwrap_or("").to_string(),
+                        restart_count: c.restart_count().unwrap_or(0),
+                        hash: c.hash().unwrap_or("").to_string(),
+                        image: c.image.clone(),
+                        image_ref: format!("docker://{}", st.image_id),
+                        created: c.created,
+                        state,
+                        liveness: None,
+                        readiness: None,
+                        startup: None,
+                    });
+                }
+                None => {}
+            }
+        }
+        out
+    }
+
+    /// One pass: plan, act, report. Returns when to look again at the latest.
+    async fn sync(&mut self, pod: &Pod) -> Option<Timestamp> {
+        let now = Timestamp::now();
+        let observed = self.observe().await;
+        let actions = plan::plan(pod, &observed, &self.crash_backoff, now);
+        let acted = self.execute(pod, &observed, &actions).await;
+        self.crash_backoff.record_starts(&actions, Timestamp::now());
+        for b in &actions.backoff {
+            self.waiting.insert(
+                b.name.clone(),
+                WaitingReason {
+                    reason: plan::CRASH_LOOP_BACK_OFF.to_string(),
+                    message: Some(b.message.clone()),
+                },
+            );
+        }
+        let observed = if acted { self.observe().await } else { observed };
+        self.report(pod, &observed, false).await;
+        actions.next_check
+    }
+
+    async fn execute(&mut self, pod: &Pod, observed: &ObservedPod, actions: &PodActions) -> bool {
+        let mut acted = false;
+        let grace = Duration::from_secs(2);
+        if actions.kill_pod {
+            acted = true;
+            self.kill_all(pod, observed, grace.as_secs() as i64).await;
+        }
+        for k in &actions.containers_to_kill {
+            acted = true;
+            self.k
+                .recorder
+                .record(&pod_ref(pod), EventType::Normal, "Killing", &k.message)
+                .await;
+            let _ = self.k.runtime.stop_container(&k.id, grace_of(pod), None).await;
+        }
+        let mut sandbox = observed
+            .sandboxes
+            .iter()
+            .filter(|s| s.ready)
+            .max_by_key(|s| s.created)
+            .cloned();
+        if let Some(attempt) = actions.create_sandbox {
+            acted = true;
+            match self.create_sandbox(pod, attempt).await {
+                Ok(s) => sandbox = Some(s),
+                Err(e) => {
+                    let msg = format!("Failed to create pod sandbox: {e}");
+                    self.k
+                        .recorder
+                        .record(&pod_ref(pod), EventType::Warning, "FailedCreatePodSandBox", &msg)
+                        .await;
+                    return acted;
+                }
+            }
+        }
+        let Some(sandbox) = sandbox else { return acted };
+        let spec = pod.spec.clone().unwrap_or_default();
+        let inits = spec.init_containers.clone().unwrap_or_default();
+        for &i in &actions.init_containers_to_start {
+            acted = true;
+            if let Some(c) = inits.get(i) {
+                self.start_container(pod, c, &sandbox, observed).await;
+            }
+        }
+        for &i in &actions.containers_to_start {
+            acted = true;
+            if let Some(c) = spec.containers.get(i) {
+                self.start_container(pod, c, &sandbox, observed).await;
+            }
+        }
+        acted
+    }
+
+    async fn create_sandbox(&mut self, pod: &Pod, attempt: u32) -> Result<ObservedSandbox, String> {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let meta = &pod.metadata;
+        let mut ports = Vec::new();
+        for c in &spec.containers {
+            for p in c.ports.iter().flatten() {
+                if let Some(hp) = p.host_port.filter(|h| *h > 0) {
+                    ports.push(PortMapping {
+                        container_port: p.container_port as u16,
+                        host_port: hp as u16,
+                        protocol: match p.protocol.as_deref() {
+                            Some("UDP") => Protocol::Udp,
+                            Some("SCTP") => Protocol::Sctp,
+                            _ => Protocol::Tcp,
+                        },
+                        host_ip: p.host_ip.clone(),
+                    });
+                }
+            }
+        }
+        let cfg = SandboxConfig {
+            pod_name: meta.name.clone().unwrap_or_default(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            uid: self.uid.clone(),
+            attempt,
+            image: self.k.cfg.pause_image.clone(),
+            hostname: Some(
+                spec.hostname
+                    .clone()
+                    .unwrap_or_else(|| meta.name.clone().unwrap_or_default()),
+            ),
+            host_network: spec.host_network.unwrap_or(false),
+            host_pid: spec.host_pid.unwrap_or(false),
+            host_ipc: spec.host_ipc.unwrap_or(false),
+            labels: meta.labels.clone().unwrap_or_default(),
+            annotations: meta.annotations.clone().unwrap_or_default(),
+            port_mappings: ports,
+            ..Default::default()
+        };
+        let id = self
+            .k
+            .runtime
+            .create_sandbox(&cfg)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.k.runtime.start(&id).await.map_err(|e| e.to_string())?;
+        let st = self.k.runtime.inspect(&id).await.map_err(|e| e.to_string())?;
+        Ok(ObservedSandbox {
+            id,
+            attempt,
+            ready: true,
+            ip: Some(st.ip_address).filter(|ip| !ip.is_empty()),
+            host_network: cfg.host_network,
+            created: st.created_at.unwrap_or_else(Timestamp::now),
+        })
+    }
+
+    async fn start_container(
+        &mut self,
+        pod: &Pod,
+        c: &Container,
+        sandbox: &ObservedSandbox,
+        observed: &ObservedPod,
+    ) {
+        let r = pod_ref(pod);
+        let image = c.image.clone().unwrap_or_default();
+        let policy = PullPolicy::from_api(c.image_pull_policy.as_deref(), &image);
+        let pull_key = image_pull_key(&self.uid, &image);
+        let now = Timestamp::now();
+        if self.pull_backoff.is_in_backoff_since_update(&pull_key, now) {
+            let msg = format!("Back-off pulling image {image:?}");
+            self.waiting.insert(
+                c.name.clone(),
+                WaitingReason {
+                    reason: "ImagePullBackOff".into(),
+                    message: Some(msg.clone()),
+                },
+            );
+            self.k
+                .recorder
+                .record(&r, EventType::Normal, "BackOff", &msg)
+                .await;
+            return;
+        }
+        match self.k.runtime.ensure_image(&image, policy).await {
+            Ok(_) => {
+                let msg = format!("Container image {image:?} already present on machine");
+                self.k
+                    .recorder
+                    .record(&r, EventType::Normal, "Pulled", &msg)
+                    .await;
+            }
+            Err(e) => {
+                let never = matches!(policy, PullPolicy::Never);
+                let reason = if never {
+                    "ErrImageNeverPull"
+                } else {
+                    "ErrImagePull"
+                };
+                let msg = e.to_string();
+                self.pull_backoff.next(&pull_key, now, now);
+                self.waiting.insert(
+                    c.name.clone(),
+                    WaitingReason {
+                        reason: reason.into(),
+                        message: Some(msg.clone()),
+                    },
+                );
+                let text = format!("Failed to pull image {image:?}: {msg}");
+                self.k
+                    .recorder
+                    .record(&r, EventType::Warning, "Failed", &text)
+                    .await;
+                self.k
+                    .recorder
+                    .record(&r, EventType::Warning, "Failed", &format!("Error: {reason}"))
+                    .await;
+                return;
+            }
+        }
+        let restart_count = observed
+            .containers
+            .iter()
+            .filter(|o| o.name == c.name)
+            .map(|o| o.restart_count + 1)
+            .max()
+            .unwrap_or(0);
+        // Environment and volumes need the ConfigMaps and Secrets the pod refers to; a missing one is
+        // CreateContainerConfigError, retried on the next sync (never a crash).
+        let (env, mounts) = match self.container_config_inputs(pod, c, sandbox).await {
+            Ok(v) => v,
+            Err(msg) => {
+                self.waiting.insert(
+                    c.name.clone(),
+                    WaitingReason {
+                        reason: "CreateContainerConfigError".into(),
+                        message: Some(msg.clone()),
+                    },
+                );
+                self.k
+                    .recorder
+                    .record(&r, EventType::Warning, "Failed", &format!("Error: {msg}"))
+                    .await;
+                return;
+            }
+        };
+        let spec = pod.spec.clone().unwrap_or_default();
+        let limits = c
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.clone())
+            .unwrap_or_default();
+        let cfg = ContainerConfig {
+            pod_name: pod.metadata.name.clone().unwrap_or_default(),
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            uid: self.uid.clone(),
+            name: c.name.clone(),
+            restart_count,
+            sandbox_id: sandbox.id.clone(),
+            image: image.clone(),
+            command: env.command,
+            args: env.args,
+            env: env.env,
+            mounts: mounts.binds,
+            tmpfs: mounts.tmpfs,
+            working_dir: c.working_dir.clone(),
+            resources: Resources {
+                memory_limit: limits.get("memory").and_then(|q| parse_bytes(&q.0)),
+                cpu_limit_millis: limits.get("cpu").and_then(|q| parse_millis(&q.0)),
+                ..Default::default()
+            },
+            security: SecurityConfig {
+                user: c
+                    .security_context
+                    .as_ref()
+                    .and_then(|s| s.run_as_user)
+                    .map(|u| u.to_string()),
+                privileged: c
+                    .security_context
+                    .as_ref()
+                    .and_then(|s| s.privileged)
+                    .unwrap_or(false),
+                ..Default::default()
+            },
+            tty: c.tty.unwrap_or(false),
+            stdin: c.stdin.unwrap_or(false),
+            share_process_namespace: spec.share_process_namespace.unwrap_or(false),
+            host_network: spec.host_network.unwrap_or(false),
+            hash: hash_container(c),
+            termination_message_path: c
+                .termination_message_path
+                .clone()
+                .unwrap_or_else(|| "/dev/termination-log".into()),
+            termination_message_policy: c
+                .termination_message_policy
+                .clone()
+                .unwrap_or_else(|| "File".into()),
+            termination_grace_period: spec.termination_grace_period_seconds,
+            ..Default::default()
+        };
+        let id = match self.k.runtime.create_container(&cfg).await {
+            Ok(id) => id,
+            Err(e) => {
+                self.waiting.insert(
+                    c.name.clone(),
+                    WaitingReason {
+                        reason: "CreateContainerError".into(),
+                        message: Some(e.to_string()),
+                    },
+                );
+                self.k
+                    .recorder
+                    .record(&r, EventType::Warning, "Failed", &format!("Error: {e}"))
+                    .await;
+                return;
+            }
+        };
+        self.k
+            .recorder
+            .record(
+                &r,
+                EventType::Normal,
+                "Created",
+                &format!("Created container: {}", c.name),
+            )
+            .await;
+        if let Err(e) = self.k.runtime.start(&id).await {
+            self.waiting.insert(
+                c.name.clone(),
+                WaitingReason {
+                    reason: "RunContainerError".into(),
+                    message: Some(e.to_string()),
+                },
+            );
+            self.k
+                .recorder
+                .record(&r, EventType::Warning, "Failed", &format!("Error: {e}"))
+                .await;
+            return;
+        }
+        self.waiting.remove(&c.name);
+        self.k
+            .recorder
+            .record(
+                &r,
+                EventType::Normal,
+                "Started",
+                &format!("Started container {}", c.name),
+            )
+            .await;
+        // Keep the newest dead instance for `logs --previous`; older ones go (upstream container GC).
+        let mut dead: Vec<&ObservedContainer> = observed
+            .containers
+            .iter()
+            .filter(|o| o.name == c.name && matches!(o.state, plan::ContainerState::Exited { .. }))
+            .collect();
+        dead.sort_by_key(|o| std::cmp::Reverse(o.created));
+        for old in dead.iter().skip(1) {
+            let _ = self.k.runtime.remove_container(&old.id).await;
+        }
+    }
+
+    /// Fetch the ConfigMaps and Secrets the pod refers to, set up its volumes, and resolve the container's
+    /// environment and mounts.
+    async fn container_config_inputs(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        sandbox: &ObservedSandbox,
+    ) -> Result<(crate::env::ContainerEnv, crate::volumes::ContainerMounts), String> {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let refs = crate::env::references(pod);
+        let mut objects = crate::env::Objects::default();
+        let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(self.k.client.clone(), ns);
+        for name in &refs.config_maps {
+            if let Ok(Some(cm)) = cms.get_opt(name).await {
+                objects.insert_config_map(cm);
+            }
+        }
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(self.k.client.clone(), ns);
+        for name in &refs.secrets {
+            if let Ok(Some(s)) = secrets.get_opt(name).await {
+                objects.insert_secret(s);
+            }
+        }
+        let info = crate::env::RuntimeInfo {
+            pod_ips: sandbox.ip.iter().cloned().collect(),
+            host_ips: vec![self.k.cfg.node_ip.clone()],
+            node_allocatable: Default::default(),
+        };
+        let env = crate::env::make_environment(pod, c, &objects, &info).map_err(|e| e.to_string())?;
+        let host = crate::volumes::VolumeHost::new(&self.k.cfg.data_dir).map_err(|e| e.to_string())?;
+        let volumes = host.setup_pod(pod, &objects, &info).map_err(|e| e.to_string())?;
+        let mounts = volumes.container_mounts(c, &env.env).map_err(|e| e.to_string())?;
+        Ok((env, mounts))
+    }
+
+    async fn kill_all(&self, pod: &Pod, observed: &ObservedPod, grace: i64) {
+        let grace = Duration::from_secs(grace.max(MINIMUM_GRACE_PERIOD) as u64);
+        let running: Vec<&ObservedContainer> = observed
+            .containers
+            .iter()
+            .filter(|c| matches!(c.state, plan::ContainerState::Running { .. }))
+            .collect();
+        let mut stops = Vec::new();
+        for c in &running {
+            let msg = format!("Stopping container {}", c.name);
+            self.k
+                .recorder
+                .record(&pod_ref(pod), EventType::Normal, "Killing", &msg)
+                .await;
+            stops.push(self.k.runtime.stop_container(&c.id, grace, None));
+        }
+        futures_util::future::join_all(stops).await;
+        for s in observed.sandboxes.iter().filter(|s| s.ready) {
+            let _ = self
+                .k
+                .runtime
+                .stop_container(&s.id, Duration::from_secs(MINIMUM_GRACE_PERIOD as u64), None)
+                .await;
+        }
+    }
+
+    /// Graceful termination (upstream SyncTerminatingPod + the status manager's final delete): stop the
+    /// containers with the pod's remaining grace, stop the sandbox, write the terminal status, then delete
+    /// the pod with grace 0 and a UID precondition so it leaves the API.
+    async fn terminate(&mut self, pod: &Pod) {
+        let observed = self.observe().await;
+        let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(30);
+        self.kill_all(pod, &observed, grace).await;
+        let observed = self.observe().await;
+        self.report(pod, &observed, true).await;
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pod.metadata.name.as_deref().unwrap_or("");
+        let api: Api<Pod> = Api::namespaced(self.k.client.clone(), ns);
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(self.uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        if let Err(e) = api.delete(name, &dp).await {
+            tracing::debug!(pod = %name, error = %e, "final delete");
+        }
+    }
+
+    async fn remove_everything(&self) {
+        if let Ok(list) = self.k.runtime.list(&ListFilter::all().pod_uid(&self.uid)).await {
+            for c in list {
+                let grace = Duration::from_secs(MINIMUM_GRACE_PERIOD as u64);
+                let _ = self.k.runtime.stop_container(&c.id, grace, None).await;
+                let _ = self.k.runtime.remove_container(&c.id).await;
+            }
+        }
+        if let Ok(host) = crate::volumes::VolumeHost::new(&self.k.cfg.data_dir) {
+            let _ = host.remove_pod(&self.uid);
+        }
+        if let Some((ns, pod)) = &self.pod_names {
+            self.k
+                .containers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|(n, p, _), _| !(n == ns && p == pod));
+        }
+    }
+
+    /// The status manager: compute the status and PATCH it when it changed, with the pod's UID as a
+    /// precondition (a recreated pod of the same name is not overwritten).
+    async fn report(&mut self, pod: &Pod, observed: &ObservedPod, terminal: bool) {
+        let host_ips = vec![self.k.cfg.node_ip.clone()];
+        let ctx = StatusContext {
+            host_ips: &host_ips,
+            waiting: &self.waiting,
+            previous: self.last_status.as_ref(),
+            pod_is_terminal: terminal,
+            now: Timestamp::now(),
+        };
+        let status = pod_status(pod, observed, &ctx);
+        if self.last_status.as_ref() == Some(&status) {
+            return;
+        }
+        let old = serde_json::to_value(pod.status.clone().unwrap_or_default()).unwrap_or(json!({}));
+        let new = serde_json::to_value(&status).unwrap_or(json!({}));
+        let mut body = new.clone();
+        // Keys the new status no longer has are removed explicitly (a merge patch keeps absent keys).
+        if let (Some(o), Some(b)) = (old.as_object(), body.as_object_mut()) {
+            for k in o.keys() {
+                if !b.contains_key(k) {
+                    b.insert(k.clone(), Value::Null);
+                }
+            }
+        }
+        let patch = json!({"metadata": {"uid": self.uid}, "status": body});
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pod.metadata.name.as_deref().unwrap_or("");
+        let api: Api<Pod> = Api::namespaced(self.k.client.clone(), ns);
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => self.last_status = Some(status),
+            Err(e) => tracing::debug!(pod = %name, error = %e, "status update"),
+        }
+    }
+}
+
+fn grace_of(pod: &Pod) -> Duration {
+    let g = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(30);
+    Duration::from_secs(g.max(MINIMUM_GRACE_PERIOD) as u64)
+}
+
+/// `128Mi` → bytes (the units a memory limit uses).
+fn parse_bytes(q: &str) -> Option<i64> {
+    let units: [(&str, i64); 10] = [
+        ("Ki", 1 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+        ("k", 1_000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+        ("T", 1_000_000_000_000),
+        ("m", 0),
+        ("", 1),
+    ];
+    for (suffix, mult) in units {
+        if let Some(n) = q.strip_suffix(suffix)
+            && let Ok(v) = n.parse::<f64>()
+        {
+            return if mult == 0 {
+                Some((v / 1000.0) as i64)
+            } else {
+                Some((v * mult as f64) as i64)
+            };
+        }
+    }
+    None
+}
+
+/// `500m` or `2` → millicores.
+fn parse_millis(q: &str) -> Option<i64> {
+    match q.strip_suffix('m') {
+        Some(n) => n.parse().ok(),
+        None => q.parse::<f64>().ok().map(|v| (v * 1000.0) as i64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_convert_to_docker_units() {
+        assert_eq!(parse_bytes("128Mi"), Some(128 << 20));
+        assert_eq!(parse_bytes("1G"), Some(1_000_000_000));
+        assert_eq!(parse_millis("500m"), Some(500));
+        assert_eq!(parse_millis("2"), Some(2000));
+    }
+}
