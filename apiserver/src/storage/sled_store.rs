@@ -49,7 +49,11 @@ impl SledStore {
             .open()
             .map_err(|e| StoreError::Engine(format!("opening {}: {e}", path.display())))?;
         let tree = db.open_tree("objects").map_err(engine)?;
-        Ok(SledStore { db, tree, path: path.to_path_buf() })
+        Ok(SledStore {
+            db,
+            tree,
+            path: path.to_path_buf(),
+        })
     }
 }
 
