@@ -70,6 +70,9 @@ struct NodeOptions {
     /// The pause image; built locally when missing.
     #[arg(long, default_value = node::runtime::docker::DEFAULT_PAUSE_IMAGE)]
     pod_infra_image: String,
+    /// Port of the node agent's own HTTPS endpoint (logs, exec); 0 takes a free one.
+    #[arg(long, default_value_t = 0)]
+    kubelet_port: u16,
 }
 
 #[derive(Args, Clone)]
@@ -117,6 +120,7 @@ fn agent_config(data_dir: &std::path::Path, o: &NodeOptions) -> node::agent::Age
     }
     cfg.node_ip = o.node_ip.clone();
     cfg.pause_image = o.pod_infra_image.clone();
+    cfg.kubelet_port = o.kubelet_port;
     cfg
 }
 

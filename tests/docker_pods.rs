@@ -366,3 +366,74 @@ fn two_containers_in_a_pod_reach_each_other_on_localhost() {
     ]);
     assert!(out.contains("duo"), "{out}");
 }
+
+#[test]
+fn node_agent_alone_joins_another_api_server_and_runs_its_pods() {
+    // An API server without a node agent or scheduler, then `kubeling node` pointed at its kubeconfig.
+    let api = Cluster::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let node = Command::new(env!("CARGO_BIN_EXE_kubeling"))
+        .args(["node", "--kubeconfig"])
+        .arg(&api.kubeconfig)
+        .arg("--data-dir")
+        .arg(tmp.path())
+        .args(["--node-name", "joined"])
+        .env("KUBELING_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Reap(std::process::Child, std::path::PathBuf);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+            if let Ok(id) = std::fs::read_to_string(self.1.join("cluster-id")) {
+                let out = Command::new("docker")
+                    .args([
+                        "ps",
+                        "-aq",
+                        "--filter",
+                        &format!("label=io.kubeling.cluster={}", id.trim()),
+                    ])
+                    .output()
+                    .unwrap();
+                let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                    .split_whitespace()
+                    .map(String::from)
+                    .collect();
+                if !ids.is_empty() {
+                    let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
+                }
+            }
+        }
+    }
+    let _reap = Reap(node, tmp.path().to_path_buf());
+    let n = api.wait_json(&["node", "joined"], WAIT, |n| {
+        n["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    });
+    assert_eq!(n["metadata"]["labels"]["kubernetes.io/hostname"], "joined");
+    assert!(
+        n["status"]["nodeInfo"]["containerRuntimeVersion"]
+            .as_str()
+            .unwrap()
+            .starts_with("docker://")
+    );
+    let lease = json_lease(&api);
+    assert_eq!(lease["spec"]["holderIdentity"], "joined");
+    // No scheduler runs beside a bare API server: bind the pod by name.
+    c_apply_bound(&api);
+    api.wait_json(&["pod", "bound"], WAIT, |p| phase(p) == "Running");
+}
+
+fn json_lease(c: &Cluster) -> Value {
+    c.wait_json(&["lease", "joined", "-n", "kube-node-lease"], WAIT, |l| {
+        l["spec"]["renewTime"].is_string()
+    })
+}
+
+fn c_apply_bound(c: &Cluster) {
+    let yaml = pod_yaml("bound", r#"["sleep"]"#, "  nodeName: joined\n");
+    c.ok_stdin(&["apply", "-f", "-"], &yaml);
+}

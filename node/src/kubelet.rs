@@ -585,19 +585,7 @@ impl Worker {
                 cpu_limit_millis: limits.get("cpu").and_then(|q| parse_millis(&q.0)),
                 ..Default::default()
             },
-            security: SecurityConfig {
-                user: c
-                    .security_context
-                    .as_ref()
-                    .and_then(|s| s.run_as_user)
-                    .map(|u| u.to_string()),
-                privileged: c
-                    .security_context
-                    .as_ref()
-                    .and_then(|s| s.privileged)
-                    .unwrap_or(false),
-                ..Default::default()
-            },
+            security: security_config(&spec, c),
             tty: c.tty.unwrap_or(false),
             stdin: c.stdin.unwrap_or(false),
             share_process_namespace: spec.share_process_namespace.unwrap_or(false),
@@ -819,6 +807,32 @@ impl Worker {
             Ok(_) => self.last_status = Some(status),
             Err(e) => tracing::debug!(pod = %name, error = %e, "status update"),
         }
+    }
+}
+
+/// The container's security settings, falling back to the pod's (upstream's effective security context).
+fn security_config(spec: &k8s_openapi::api::core::v1::PodSpec, c: &Container) -> SecurityConfig {
+    let csc = c.security_context.as_ref();
+    let psc = spec.security_context.as_ref();
+    let uid = csc
+        .and_then(|s| s.run_as_user)
+        .or(psc.and_then(|s| s.run_as_user));
+    let gid = csc
+        .and_then(|s| s.run_as_group)
+        .or(psc.and_then(|s| s.run_as_group));
+    let user = match (uid, gid) {
+        (Some(u), Some(g)) => Some(format!("{u}:{g}")),
+        (Some(u), None) => Some(u.to_string()),
+        // Docker needs a user to set a group; the image's user stays (upstream leaves it to the image).
+        (None, Some(_)) | (None, None) => None,
+    };
+    let caps = csc.and_then(|s| s.capabilities.as_ref());
+    SecurityConfig {
+        user,
+        privileged: csc.and_then(|s| s.privileged).unwrap_or(false),
+        cap_add: caps.and_then(|c| c.add.clone()).unwrap_or_default(),
+        cap_drop: caps.and_then(|c| c.drop.clone()).unwrap_or_default(),
+        readonly_rootfs: csc.and_then(|s| s.read_only_root_filesystem).unwrap_or(false),
     }
 }
 
