@@ -23,6 +23,12 @@ pub(crate) struct BenchArgs {
     /// Start-ups to time.
     #[arg(long, default_value_t = 5)]
     pub(crate) starts: usize,
+    /// Also measure pod start-up on Docker (`kubeling up`) against Docker creating the same containers.
+    #[arg(long)]
+    pub(crate) node: bool,
+    /// Pods for the pod start-up measurement.
+    #[arg(long, default_value_t = 50)]
+    pub(crate) node_pods: usize,
 }
 
 struct Server {
@@ -39,10 +45,14 @@ impl Drop for Server {
 }
 
 fn start(data_dir: &Path) -> anyhow::Result<Server> {
+    start_cmd(data_dir, "apiserver")
+}
+
+fn start_cmd(data_dir: &Path, subcommand: &str) -> anyhow::Result<Server> {
     use std::io::{BufRead, BufReader};
     let t0 = Instant::now();
     let mut child = Command::new(std::env::current_exe()?)
-        .args(["apiserver", "--port", "0", "--no-kubeconfig-merge", "--data-dir"])
+        .args([subcommand, "--port", "0", "--no-kubeconfig-merge", "--data-dir"])
         .arg(data_dir)
         .env("KUBELING_LOG", "warn")
         .stdout(Stdio::piped())
@@ -329,5 +339,191 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
     );
     println!("RSS after the run: {} MB", rss_kib(pid).unwrap_or(0) / 1024);
     drop(srv);
+    if args.node {
+        pod_startup(&args, tmp.path()).await?;
+    }
+    Ok(())
+}
+
+fn stats(label: &str, mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    let median = percentile(&v, 0.5);
+    println!(
+        "{label}: median {}, p99 {}, max {}",
+        ms(median),
+        ms(percentile(&v, 0.99)),
+        ms(*v.last().unwrap_or(&Duration::ZERO))
+    );
+    median
+}
+
+/// Pod start-up: from the create request to Ready seen through a watch, for pods created one after another
+/// and all at once; the baseline is Docker creating and starting the same pause and app containers itself.
+async fn pod_startup(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
+    use node::runtime::docker::{DEFAULT_PAUSE_IMAGE, DockerRuntime};
+    use node::runtime::{ContainerConfig, ContainerRuntime, ListFilter, Owner, SandboxConfig};
+    let n = args.node_pods;
+    println!();
+    println!("pod start-up on Docker ({n} pods; the app container runs the pause image, always present)");
+
+    // Baseline: the same two containers per pod, created and started through the Docker API directly.
+    let owner = Owner {
+        cluster: format!("bench-{}", std::process::id()),
+        node: "bench".into(),
+    };
+    let docker = DockerRuntime::connect(owner).await?;
+    docker.ensure_pause_image(DEFAULT_PAUSE_IMAGE).await?;
+    let mut base = Vec::new();
+    for i in 0..n {
+        let t = Instant::now();
+        let uid = format!("bench-uid-{i}");
+        let sandbox = SandboxConfig {
+            pod_name: format!("b{i}"),
+            namespace: "bench".into(),
+            uid: uid.clone(),
+            image: DEFAULT_PAUSE_IMAGE.into(),
+            ..Default::default()
+        };
+        let sid = docker.create_sandbox(&sandbox).await?;
+        docker.start(&sid).await?;
+        docker.inspect(&sid).await?;
+        let app = ContainerConfig {
+            pod_name: format!("b{i}"),
+            namespace: "bench".into(),
+            uid,
+            name: "app".into(),
+            sandbox_id: sid,
+            image: DEFAULT_PAUSE_IMAGE.into(),
+            ..Default::default()
+        };
+        let cid = docker.create_container(&app).await?;
+        docker.start(&cid).await?;
+        base.push(t.elapsed());
+    }
+    for c in docker.list(&ListFilter::all()).await? {
+        let _ = docker.remove_container(&c.id).await;
+    }
+    let baseline = stats("Docker directly, pause + app, one after another", base);
+
+    let srv = start_cmd(&dir.join("pods"), "up")?;
+    let pid = srv.child.id();
+    let c = client(&srv.kubeconfig).await?;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !nodes.list(&Default::default()).await?.items.iter().any(|n| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    }) {
+        anyhow::ensure!(Instant::now() < deadline, "the node never became Ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let t0 = cpu_ticks(pid).unwrap_or(0);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let t1 = cpu_ticks(pid).unwrap_or(0);
+    println!(
+        "idle kubeling up (API server + scheduler + node agent, no pods): RSS {} MB (target < 30 MB), CPU {:.2}% of a core (target < 1%)",
+        rss_kib(pid).unwrap_or(0) / 1024,
+        (t1 - t0) as f64 / 100.0 / 5.0 * 100.0
+    );
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    for (label, concurrent) in [("one after another", false), ("all at once", true)] {
+        let prefix = if concurrent { "c" } else { "s" };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+        let rv = pods
+            .list(&Default::default())
+            .await?
+            .metadata
+            .resource_version
+            .unwrap_or_default();
+        let mut stream = pods.watch(&WatchParams::default(), &rv).await?.boxed();
+        let watch = tokio::spawn(async move {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(Ok(ev)) = stream.next().await {
+                if let WatchEvent::Modified(p) = ev {
+                    let ready = p
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                    let name = p.metadata.name.unwrap_or_default();
+                    if ready && seen.insert(name.clone()) {
+                        let _ = tx.send((name, Instant::now()));
+                    }
+                }
+            }
+        });
+        let mut created = std::collections::HashMap::new();
+        let make = |i: usize| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": format!("{prefix}{i:03}")},
+                "spec": {"terminationGracePeriodSeconds": 1,
+                         "containers": [{"name": "app", "image": DEFAULT_PAUSE_IMAGE}]}
+            }))
+            .expect("a valid pod")
+        };
+        if concurrent {
+            let mut handles = Vec::new();
+            for i in 0..n {
+                let pods = pods.clone();
+                let p = make(i);
+                handles.push(tokio::spawn(async move {
+                    let t = Instant::now();
+                    pods.create(&PostParams::default(), &p)
+                        .await
+                        .map(|_| (p.metadata.name.unwrap_or_default(), t))
+                }));
+            }
+            for h in handles {
+                let (name, t) = h.await??;
+                created.insert(name, t);
+            }
+        } else {
+            for i in 0..n {
+                let p = make(i);
+                let t = Instant::now();
+                pods.create(&PostParams::default(), &p).await?;
+                created.insert(p.metadata.name.unwrap_or_default(), t);
+            }
+        }
+        let mut lat = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while lat.len() < n && Instant::now() < deadline {
+            if let Ok(Some((name, at))) = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await
+                && let Some(t) = created.get(&name)
+            {
+                lat.push(at.saturating_duration_since(*t));
+            }
+        }
+        watch.abort();
+        anyhow::ensure!(lat.len() == n, "only {} of {n} pods became Ready", lat.len());
+        let median = stats(
+            &format!("kubeling, create request to Ready seen by a watch, {label}"),
+            lat,
+        );
+        println!(
+            "  ratio to Docker directly: {:.2} (target <= 1.25; p99 target < 1 s)",
+            median.as_secs_f64() / baseline.as_secs_f64()
+        );
+        pods.delete_collection(&Default::default(), &Default::default())
+            .await?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !pods.list(&Default::default()).await?.items.is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    drop(srv);
+    // Whatever the stopped cluster left in Docker goes too.
+    let cluster = std::fs::read_to_string(dir.join("pods/node/cluster-id")).unwrap_or_default();
+    let leftovers = DockerRuntime::connect(Owner {
+        cluster: cluster.trim().to_string(),
+        node: node::agent::default_node_name(),
+    })
+    .await?;
+    for c in leftovers.list(&ListFilter::all()).await? {
+        let _ = leftovers.remove_container(&c.id).await;
+    }
     Ok(())
 }
