@@ -437,3 +437,58 @@ fn c_apply_bound(c: &Cluster) {
     let yaml = pod_yaml("bound", r#"["sleep"]"#, "  nodeName: joined\n");
     c.ok_stdin(&["apply", "-f", "-"], &yaml);
 }
+
+#[test]
+fn logs_follow_and_previous_after_a_restart() {
+    let c = Cluster::up();
+    // Prints a tick every 200 ms and exits 1 after 1.5 s: it restarts, so there is a previous instance.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod_yaml(
+            "ticker",
+            r#"["exit", "--code", "1", "--after", "1.5", "--print-every", "0.2"]"#,
+            "",
+        ),
+    );
+    c.wait_json(&["pod", "ticker"], WAIT, |p| {
+        p["status"]["containerStatuses"][0]["restartCount"]
+            .as_i64()
+            .unwrap_or(0)
+            >= 1
+    });
+    let prev = c.ok(&["logs", "ticker", "--previous"]);
+    assert!(prev.contains("tick 1"), "{prev}");
+    // Follow the current instance until it exits; the stream ends by itself.
+    let out = Command::new(common::KUBECTL)
+        .args(["logs", "-f", "ticker"])
+        .env("KUBECONFIG", &c.kubeconfig)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("tick 2"), "{text}");
+}
+
+#[test]
+fn exec_with_a_tty_gives_a_working_shell() {
+    let c = Cluster::up();
+    c.ok_stdin(&["apply", "-f", "-"], &pod_yaml("tty", r#"["sleep"]"#, ""));
+    c.wait_json(&["pod", "tty"], WAIT, |p| phase(p) == "Running");
+    // `script` gives kubectl a terminal, so `-it` really allocates a TTY in the container.
+    let out = Command::new("script")
+        .args(["-qec", "kubectl exec -it tty -- sh", "/dev/null"])
+        .env("KUBECONFIG", &c.kubeconfig)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(b"echo tty-$((1))ok\nhostname\nexit 4\n")?;
+            drop(stdin);
+            child.wait_with_output()
+        })
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("tty"), "{text}");
+    assert!(text.contains("$ "), "no prompt: {text}");
+}

@@ -41,3 +41,32 @@ fn python_client_lists_creates_patches_watches_and_deletes() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[path = "../fixtures/testbox/image.rs"]
+mod testbox_image;
+
+#[test]
+fn python_client_exec_stream_runs_commands_and_reports_the_exit_code() {
+    let c = Cluster::up();
+    let image = testbox_image::ensure_testbox_image();
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: py\nspec:\n  containers:\n  - name: main\n    image: {image}\n    args: [\"sleep\"]\n"
+    );
+    c.ok_stdin(&["apply", "-f", "-"], &yaml);
+    c.wait_json(&["pod", "py"], std::time::Duration::from_secs(60), |p| {
+        p["status"]["phase"] == "Running"
+    });
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/exec.py");
+    let out = Command::new(python())
+        .arg(script)
+        .arg(&c.kubeconfig)
+        .arg("py")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("python exec: ok"),
+        "python exec failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
