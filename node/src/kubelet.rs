@@ -546,16 +546,7 @@ impl Worker {
         let (env, mounts) = match self.container_config_inputs(pod, c, sandbox).await {
             Ok(v) => v,
             Err(msg) => {
-                self.waiting.insert(
-                    c.name.clone(),
-                    WaitingReason {
-                        reason: "CreateContainerConfigError".into(),
-                        message: Some(msg.clone()),
-                    },
-                );
-                self.k
-                    .recorder
-                    .record(&r, EventType::Warning, "Failed", &format!("Error: {msg}"))
+                self.container_failed(&r, &c.name, "CreateContainerConfigError", msg.to_string())
                     .await;
                 return;
             }
@@ -605,16 +596,7 @@ impl Worker {
         let id = match self.k.runtime.create_container(&cfg).await {
             Ok(id) => id,
             Err(e) => {
-                self.waiting.insert(
-                    c.name.clone(),
-                    WaitingReason {
-                        reason: "CreateContainerError".into(),
-                        message: Some(e.to_string()),
-                    },
-                );
-                self.k
-                    .recorder
-                    .record(&r, EventType::Warning, "Failed", &format!("Error: {e}"))
+                self.container_failed(&r, &c.name, "CreateContainerError", e.to_string())
                     .await;
                 return;
             }
@@ -629,16 +611,7 @@ impl Worker {
             )
             .await;
         if let Err(e) = self.k.runtime.start(&id).await {
-            self.waiting.insert(
-                c.name.clone(),
-                WaitingReason {
-                    reason: "RunContainerError".into(),
-                    message: Some(e.to_string()),
-                },
-            );
-            self.k
-                .recorder
-                .record(&r, EventType::Warning, "Failed", &format!("Error: {e}"))
+            self.container_failed(&r, &c.name, "RunContainerError", e.to_string())
                 .await;
             return;
         }
@@ -662,6 +635,28 @@ impl Worker {
         for old in dead.iter().skip(1) {
             let _ = self.k.runtime.remove_container(&old.id).await;
         }
+    }
+
+    /// A container could not be created or started: its waiting reason and a `Failed` event say why.
+    async fn container_failed(
+        &mut self,
+        r: &k8s_openapi::api::core::v1::ObjectReference,
+        name: &str,
+        reason: &str,
+        msg: String,
+    ) {
+        let event = format!("Error: {msg}");
+        self.waiting.insert(
+            name.to_string(),
+            WaitingReason {
+                reason: reason.into(),
+                message: Some(msg),
+            },
+        );
+        self.k
+            .recorder
+            .record(r, EventType::Warning, "Failed", &event)
+            .await;
     }
 
     /// Fetch the ConfigMaps and Secrets the pod refers to, set up its volumes, and resolve the container's
