@@ -492,3 +492,34 @@ fn exec_with_a_tty_gives_a_working_shell() {
     assert!(text.contains("tty"), "{text}");
     assert!(text.contains("$ "), "no prompt: {text}");
 }
+
+#[test]
+fn attach_streams_the_main_process_output() {
+    let c = Cluster::up();
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod_yaml("att", r#"["sleep", "--print-every", "0.2"]"#, ""),
+    );
+    c.wait_json(&["pod", "att"], WAIT, |p| phase(p) == "Running");
+    let mut child = Command::new(common::KUBECTL)
+        .args(["attach", "att"])
+        .env("KUBECONFIG", &c.kubeconfig)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("kubectl attach printed nothing");
+    assert!(line.starts_with("tick "), "{line}");
+    child.kill().unwrap();
+    let _ = child.wait();
+}

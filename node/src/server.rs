@@ -305,11 +305,37 @@ async fn exec(
     })
 }
 
-async fn attach(Path((_, pod, container)): Path<(String, String, String)>) -> Response {
-    // Docker attach would need its own runtime call; nothing asks for it yet.
-    bad_request(format!(
-        "attach to container {container:?} in pod {pod:?} is not supported by kubeling's node agent; use exec"
-    ))
+async fn attach(
+    State(st): State<Arc<ServerState>>,
+    Path((namespace, pod, container)): Path<(String, String, String)>,
+    request: Request,
+) -> Response {
+    let query = Query::parse(request.uri().query());
+    let options = match stream_options(&query) {
+        Ok(options) => options,
+        Err(message) => return bad_request(message),
+    };
+    let Some(id) = (st.lookup)(&namespace, &pod, &container, false) else {
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("container not found ({container:?})"),
+        );
+    };
+    let ws = match upgrade(request).await {
+        Ok(ws) => ws,
+        Err(resp) => return resp,
+    };
+    let v5 = ws.selected_protocol().is_some_and(|p| p == CHANNEL_PROTOCOLS[0]);
+    let runtime = st.runtime.clone();
+    ws.on_upgrade(move |socket| async move {
+        let config = ExecConfig {
+            cmd: Vec::new(),
+            tty: options.tty,
+            stdin: options.stdin,
+        };
+        let session = runtime.attach(&id, &config).await;
+        run_session(socket, session, &options, v5).await;
+    })
 }
 
 /// The WebSocket upgrade with the channel subprotocol chosen, or the error response for a request that

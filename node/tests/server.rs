@@ -350,7 +350,7 @@ async fn a_non_zero_exit_is_reported_as_non_zero_exit_code_over_v4() {
 }
 
 #[tokio::test]
-async fn exec_errors_come_before_the_upgrade_and_attach_is_refused() {
+async fn exec_and_attach_errors_come_before_the_upgrade() {
     let node = Node::start().await;
     let err = connect_ws(
         node.addr,
@@ -370,9 +370,12 @@ async fn exec_errors_come_before_the_upgrade_and_attach_is_refused() {
     }
     let resp = node.get("/exec/default/web/app?stdout=1", Some(TOKEN)).await;
     assert_eq!(resp.status(), 400, "no command");
+    // A plain GET (no WebSocket upgrade) of attach is refused before anything is attached.
     let resp = node.get("/attach/default/web/app?stdout=1", Some(TOKEN)).await;
     assert_eq!(resp.status(), 400);
-    assert!(body_text(resp).await.contains("not supported"));
+    assert!(body_text(resp).await.contains("unable to upgrade"));
+    let resp = node.get("/attach/default/web/nope?stdout=1", Some(TOKEN)).await;
+    assert_eq!(resp.status(), 404);
 }
 
 #[tokio::test]

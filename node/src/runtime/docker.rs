@@ -19,9 +19,10 @@ use bollard::models::{
     PortBinding, RestartPolicy, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
-    BuildImageOptionsBuilder, CreateContainerOptionsBuilder, CreateImageOptionsBuilder,
-    KillContainerOptionsBuilder, ListContainersOptionsBuilder, LogsOptionsBuilder,
-    RemoveContainerOptionsBuilder, StopContainerOptionsBuilder, WaitContainerOptionsBuilder,
+    AttachContainerOptionsBuilder, BuildImageOptionsBuilder, CreateContainerOptionsBuilder,
+    CreateImageOptionsBuilder, KillContainerOptionsBuilder, ListContainersOptionsBuilder, LogsOptionsBuilder,
+    RemoveContainerOptionsBuilder, ResizeContainerTTYOptionsBuilder, StopContainerOptionsBuilder,
+    WaitContainerOptionsBuilder,
 };
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt, stream};
@@ -597,6 +598,85 @@ impl ContainerRuntime for DockerRuntime {
                 exec_id: exec.id,
             }),
         })
+    }
+
+    async fn attach(&self, id: &str, config: &ExecConfig) -> Result<ExecSession> {
+        let options = AttachContainerOptionsBuilder::new()
+            .stream(true)
+            .logs(false)
+            .stdin(config.stdin)
+            .stdout(true)
+            .stderr(true)
+            .build();
+        let attached = self
+            .docker
+            .attach_container(id, Some(options))
+            .await
+            .map_err(|err| not_found_or("attach", "container", id, err))?;
+        let owned_id = id.to_owned();
+        let output = attached
+            .output
+            .map_err(move |err| runtime_error("attach output", &owned_id, err))
+            .try_filter_map(|frame| async move {
+                Ok(match frame {
+                    LogOutput::StdOut { message } | LogOutput::Console { message } => Some(OutputFrame {
+                        stream: StdStream::Stdout,
+                        data: message,
+                    }),
+                    LogOutput::StdErr { message } => Some(OutputFrame {
+                        stream: StdStream::Stderr,
+                        data: message,
+                    }),
+                    LogOutput::StdIn { .. } => None,
+                })
+            })
+            .boxed();
+        Ok(ExecSession {
+            output,
+            stdin: config.stdin.then_some(attached.input),
+            control: Box::new(DockerAttach {
+                docker: self.docker.clone(),
+                id: id.to_owned(),
+            }),
+        })
+    }
+}
+
+/// Resize and exit code of an attach: the container's own TTY and exit code.
+struct DockerAttach {
+    docker: Docker,
+    id: String,
+}
+
+#[async_trait]
+impl ExecControl for DockerAttach {
+    async fn resize(&self, width: u16, height: u16) -> Result<()> {
+        let options = ResizeContainerTTYOptionsBuilder::new()
+            .w(i32::from(width))
+            .h(i32::from(height))
+            .build();
+        self.docker
+            .resize_container_tty(&self.id, options)
+            .await
+            .map_err(|err| not_found_or("resize", "container", &self.id, err))
+    }
+
+    async fn exit_code(&self) -> Result<i64> {
+        // The stream ends when the process exits (its exit code) or when we detach (still running: 0).
+        let inspected = self
+            .docker
+            .inspect_container(
+                &self.id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .map_err(|err| not_found_or("inspect", "container", &self.id, err))?;
+        let state = inspected.state.unwrap_or_default();
+        if state.running == Some(true) {
+            Ok(0)
+        } else {
+            Ok(state.exit_code.unwrap_or(0))
+        }
     }
 }
 

@@ -758,6 +758,15 @@ pub trait ContainerRuntime: Send + Sync {
     /// Starts `config.cmd` in a running container with attached streams.
     async fn exec(&self, id: &str, config: &ExecConfig) -> Result<ExecSession>;
 
+    /// Attaches to the running container's main process (`kubectl attach`); `config.cmd` is ignored.
+    async fn attach(&self, id: &str, _config: &ExecConfig) -> Result<ExecSession> {
+        Err(RuntimeError::Runtime {
+            op: "attach",
+            target: id.to_owned(),
+            message: "this runtime cannot attach".to_owned(),
+        })
+    }
+
     /// CRI `ExecSync`, for exec probes and hooks: run without stdin or tty, buffer the output, and give
     /// up after `timeout` (the process may keep running, as with upstream's Docker exec).
     async fn exec_sync(&self, id: &str, cmd: &[String], timeout: Option<Duration>) -> Result<ExecOutput> {
