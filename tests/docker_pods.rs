@@ -523,3 +523,30 @@ fn attach_streams_the_main_process_output() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+#[test]
+fn force_delete_with_grace_zero_removes_the_pod_and_its_containers() {
+    let c = Cluster::up();
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod_yaml(
+            "forced",
+            r#"["sleep", "--ignore-sigterm"]"#,
+            "  terminationGracePeriodSeconds: 60\n",
+        ),
+    );
+    c.wait_json(&["pod", "forced"], WAIT, |p| phase(p) == "Running");
+    let t = Instant::now();
+    c.ok(&["delete", "pod", "forced", "--force", "--grace-period=0"]);
+    assert!(t.elapsed() < Duration::from_secs(10), "took {:?}", t.elapsed());
+    assert!(c.fails(&["get", "pod", "forced"]).contains("NotFound"));
+    let id = cluster_id(&c);
+    let deadline = Instant::now() + WAIT;
+    while !docker_ids(&id).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "containers of a force-deleted pod kept running"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -574,7 +574,14 @@ impl Worker {
             resources: Resources {
                 memory_limit: limits.get("memory").and_then(|q| parse_bytes(&q.0)),
                 cpu_limit_millis: limits.get("cpu").and_then(|q| parse_millis(&q.0)),
-                ..Default::default()
+                // CPU shares follow the request (upstream MilliCPUToShares), defaulted from the limit.
+                cpu_request_millis: c
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.requests.as_ref())
+                    .and_then(|r| r.get("cpu"))
+                    .and_then(|q| parse_millis(&q.0))
+                    .or_else(|| limits.get("cpu").and_then(|q| parse_millis(&q.0))),
             },
             security: security_config(&spec, c),
             tty: c.tty.unwrap_or(false),
