@@ -550,3 +550,25 @@ fn force_delete_with_grace_zero_removes_the_pod_and_its_containers() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn a_locally_built_latest_image_runs_without_a_registry() {
+    let c = Cluster::up();
+    let base = testbox_image::ensure_testbox_image();
+    let local = format!("kubeling-e2e/local-{}:latest", std::process::id());
+    assert!(
+        Command::new("docker")
+            .args(["tag", &base, &local])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // `:latest` means imagePullPolicy Always; the pull fails offline and the local image is used.
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: local\nspec:\n  containers:\n  - name: main\n    image: {local}\n    args: [\"sleep\"]\n"
+    );
+    c.ok_stdin(&["apply", "-f", "-"], &yaml);
+    let pod = c.wait_json(&["pod", "local"], WAIT, |p| phase(p) == "Running");
+    let _ = Command::new("docker").args(["rmi", &local]).output();
+    assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
+}

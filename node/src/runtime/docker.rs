@@ -266,9 +266,9 @@ impl ContainerRuntime for DockerRuntime {
             Err(err) if status_code(&err) == Some(404) => None,
             Err(err) => return Err(runtime_error("inspect image", &image, err)),
         };
-        match (pull_policy, present) {
+        match (pull_policy, &present) {
             (PullPolicy::Never, None) => return Err(RuntimeError::ImageNeverPull { image }),
-            (PullPolicy::Never | PullPolicy::IfNotPresent, Some(found)) => return Ok(found),
+            (PullPolicy::Never | PullPolicy::IfNotPresent, Some(found)) => return Ok(found.clone()),
             _ => {}
         }
         let pull_failed = |message: String| RuntimeError::ImagePull {
@@ -283,11 +283,30 @@ impl ContainerRuntime for DockerRuntime {
             (None, None) => options.from_image(&image),
         };
         let mut pull = self.docker.create_image(Some(options.build()), None, None);
+        let mut failure = None;
         while let Some(step) = pull.next().await {
-            let step = step.map_err(|err| pull_failed(error_message(&err)))?;
-            if let Some(detail) = step.error_detail {
-                return Err(pull_failed(detail.message.unwrap_or_default()));
+            match step {
+                Err(err) => {
+                    failure = Some(error_message(&err));
+                    break;
+                }
+                Ok(step) => {
+                    if let Some(detail) = step.error_detail {
+                        failure = Some(detail.message.unwrap_or_default());
+                        break;
+                    }
+                }
             }
+        }
+        if let Some(message) = failure {
+            // Deliberate difference from upstream: with `Always` (`:latest` or untagged), an image the
+            // developer built into this Docker is used when the pull fails, because a local cluster's
+            // images usually exist nowhere else (kind needs a load step and IfNotPresent for this).
+            if let Some(found) = present {
+                warn!(image = %image, error = %message, "pull failed; using the image present locally");
+                return Ok(found);
+            }
+            return Err(pull_failed(message));
         }
         self.docker
             .inspect_image(&image)
