@@ -10,4 +10,5 @@ pub mod node_status;
 pub mod runtime;
 pub mod scheduler;
 pub mod server;
+pub mod sources;
 pub mod volumes;
