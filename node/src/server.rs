@@ -274,9 +274,36 @@ async fn exec(
     Path((namespace, pod, container)): Path<(String, String, String)>,
     request: Request,
 ) -> Response {
+    stream_to_container(st, (namespace, pod, container), request, Stream::Exec).await
+}
+
+async fn attach(
+    State(st): State<Arc<ServerState>>,
+    Path((namespace, pod, container)): Path<(String, String, String)>,
+    request: Request,
+) -> Response {
+    stream_to_container(st, (namespace, pod, container), request, Stream::Attach).await
+}
+
+/// Which kind of session a WebSocket streams.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    /// A new process (`command` required).
+    Exec,
+    /// The container's main process.
+    Attach,
+}
+
+/// exec and attach: check the request, find the container, upgrade, then pipe the session.
+async fn stream_to_container(
+    st: Arc<ServerState>,
+    (namespace, pod, container): (String, String, String),
+    request: Request,
+    kind: Stream,
+) -> Response {
     let query = Query::parse(request.uri().query());
     let options = match stream_options(&query) {
-        Ok(options) if options.command.is_empty() => {
+        Ok(options) if kind == Stream::Exec && options.command.is_empty() => {
             return bad_request("you must specify at least one command for the container".to_owned());
         }
         Ok(options) => options,
@@ -300,40 +327,10 @@ async fn exec(
             tty: options.tty,
             stdin: options.stdin,
         };
-        let session = runtime.exec(&id, &config).await;
-        run_session(socket, session, &options, v5).await;
-    })
-}
-
-async fn attach(
-    State(st): State<Arc<ServerState>>,
-    Path((namespace, pod, container)): Path<(String, String, String)>,
-    request: Request,
-) -> Response {
-    let query = Query::parse(request.uri().query());
-    let options = match stream_options(&query) {
-        Ok(options) => options,
-        Err(message) => return bad_request(message),
-    };
-    let Some(id) = (st.lookup)(&namespace, &pod, &container, false) else {
-        return text(
-            StatusCode::NOT_FOUND,
-            format!("container not found ({container:?})"),
-        );
-    };
-    let ws = match upgrade(request).await {
-        Ok(ws) => ws,
-        Err(resp) => return resp,
-    };
-    let v5 = ws.selected_protocol().is_some_and(|p| p == CHANNEL_PROTOCOLS[0]);
-    let runtime = st.runtime.clone();
-    ws.on_upgrade(move |socket| async move {
-        let config = ExecConfig {
-            cmd: Vec::new(),
-            tty: options.tty,
-            stdin: options.stdin,
+        let session = match kind {
+            Stream::Exec => runtime.exec(&id, &config).await,
+            Stream::Attach => runtime.attach(&id, &config).await,
         };
-        let session = runtime.attach(&id, &config).await;
         run_session(socket, session, &options, v5).await;
     })
 }

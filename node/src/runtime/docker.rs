@@ -592,23 +592,7 @@ impl ContainerRuntime for DockerRuntime {
                 message: "docker started the exec detached".to_owned(),
             });
         };
-        let owned_id = id.to_owned();
-        let output = output
-            .map_err(move |err| runtime_error("exec output", &owned_id, err))
-            .try_filter_map(|frame| async move {
-                Ok(match frame {
-                    LogOutput::StdOut { message } | LogOutput::Console { message } => Some(OutputFrame {
-                        stream: StdStream::Stdout,
-                        data: message,
-                    }),
-                    LogOutput::StdErr { message } => Some(OutputFrame {
-                        stream: StdStream::Stderr,
-                        data: message,
-                    }),
-                    LogOutput::StdIn { .. } => None,
-                })
-            })
-            .boxed();
+        let output = output_frames(output, "exec output", id);
         Ok(ExecSession {
             output,
             stdin: config.stdin.then_some(input),
@@ -632,24 +616,7 @@ impl ContainerRuntime for DockerRuntime {
             .attach_container(id, Some(options))
             .await
             .map_err(|err| not_found_or("attach", "container", id, err))?;
-        let owned_id = id.to_owned();
-        let output = attached
-            .output
-            .map_err(move |err| runtime_error("attach output", &owned_id, err))
-            .try_filter_map(|frame| async move {
-                Ok(match frame {
-                    LogOutput::StdOut { message } | LogOutput::Console { message } => Some(OutputFrame {
-                        stream: StdStream::Stdout,
-                        data: message,
-                    }),
-                    LogOutput::StdErr { message } => Some(OutputFrame {
-                        stream: StdStream::Stderr,
-                        data: message,
-                    }),
-                    LogOutput::StdIn { .. } => None,
-                })
-            })
-            .boxed();
+        let output = output_frames(attached.output, "attach output", id);
         Ok(ExecSession {
             output,
             stdin: config.stdin.then_some(attached.input),
@@ -659,6 +626,33 @@ impl ContainerRuntime for DockerRuntime {
             }),
         })
     }
+}
+
+/// Docker's multiplexed output as stdout/stderr frames (stdin echoes dropped), shared by exec and attach.
+fn output_frames(
+    output: std::pin::Pin<
+        Box<dyn futures_util::Stream<Item = std::result::Result<LogOutput, bollard::errors::Error>> + Send>,
+    >,
+    op: &'static str,
+    id: &str,
+) -> futures_util::stream::BoxStream<'static, Result<OutputFrame>> {
+    let owned_id = id.to_owned();
+    output
+        .map_err(move |err| runtime_error(op, &owned_id, err))
+        .try_filter_map(|frame| async move {
+            Ok(match frame {
+                LogOutput::StdOut { message } | LogOutput::Console { message } => Some(OutputFrame {
+                    stream: StdStream::Stdout,
+                    data: message,
+                }),
+                LogOutput::StdErr { message } => Some(OutputFrame {
+                    stream: StdStream::Stderr,
+                    data: message,
+                }),
+                LogOutput::StdIn { .. } => None,
+            })
+        })
+        .boxed()
 }
 
 /// Resize and exit code of an attach: the container's own TTY and exit code.
