@@ -6,11 +6,11 @@
 
 pub mod events;
 pub mod namespace;
-pub mod pod;
 pub mod pod_strategy;
 pub mod resources;
 pub mod service;
-pub mod validation;
+
+pub use api::{pod, validation};
 
 use std::sync::Arc;
 

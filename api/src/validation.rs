@@ -3,17 +3,18 @@
 //! (`ValidateObjectMeta`), `apimachinery/pkg/apis/meta/v1/validation` (labels) and the ConfigMap and
 //! Secret checks of `pkg/apis/core/validation`.
 //!
-//! It sits in `registry`, below `http`: a kind's strategy calls [`validate_object_meta`] (plus its own
-//! spec checks) on create and update, and `http` turns the returned [`FieldError`]s into a 422
-//! `Invalid` Status. Field paths and messages are printed exactly as upstream prints them, because
-//! kubectl shows them to users verbatim. Upstream's messages come from kube-apiserver v1.33.
+//! The API server's registry (re-exported there as `registry::validation`) calls
+//! [`validate_object_meta`] (plus a kind's own spec checks) on create and update, and its `http` layer
+//! turns the returned [`FieldError`]s into a 422 `Invalid` Status. Field paths and messages are printed
+//! exactly as upstream prints them, because kubectl shows them to users verbatim. Upstream's messages
+//! come from kube-apiserver v1.33.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
-use crate::error::FieldError;
+use crate::FieldError;
 
 /// Which rule a kind's `metadata.name` follows (upstream's `ValidateNameFunc` per kind).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! Pod create-time defaulting, validation and QoS, ported from kube-apiserver v1.33:
-//! `pkg/apis/core/v1/defaults.go` (plus the generated declarative defaults), the admission plugins that
-//! fill pod fields on every real cluster (ServiceAccount, DefaultTolerationSeconds, Priority),
+//! `pkg/apis/core/v1/defaults.go` (plus the generated declarative defaults; [`default_pod_scheme`], what
+//! the kubelet applies to static pods), the admission plugins that fill pod fields on every real cluster
+//! (ServiceAccount, DefaultTolerationSeconds, Priority; [`default_pod`] adds them, as the API server does),
 //! `pkg/apis/core/validation/validation.go` (`ValidatePodCreate`, `ValidatePodSpec`, `ValidatePodUpdate`)
 //! and `pkg/apis/core/helper/qos` (`ComputePodQOS`). Field paths and messages are upstream's, because
 //! kubectl prints them verbatim. The port covers what users of kubectl meet (containers, ports, env,
@@ -17,13 +18,13 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
-use super::validation::{
+use crate::FieldError;
+use crate::validation::{
     NameRule, config_map_key_errors, dns1123_label_errors, dns1123_subdomain_errors, env_var_name_errors,
     http_header_name_errors, inclusive_range_error, invalid_printed, label_value_errors, name_errors,
     not_found, port_name_errors, port_num_errors, qualified_name_errors, validate_labels,
     validate_object_meta, validate_object_meta_update,
 };
-use crate::error::FieldError;
 
 // =============================================================================================
 // Defaulting
@@ -40,14 +41,18 @@ const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
 const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
-/// Create-time defaulting as upstream: the scheme defaults of a decoded v1 Pod, then the mutating
-/// admission plugins every cluster runs. Idempotent, so update paths may call it too.
+/// Create-time defaulting as upstream: the scheme defaults of a decoded v1 Pod
+/// ([`default_pod_scheme`]), then the mutating admission plugins every cluster runs (ServiceAccount,
+/// DefaultTolerationSeconds, Priority). Idempotent, so update paths may call it too.
 pub fn default_pod(pod: &mut Pod) {
-    let is_mirror = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION));
+    default_pod_scheme(pod);
+    default_pod_admission(pod);
+}
+
+/// The scheme defaults of a decoded v1 Pod only (`SetDefaults_PodSpec` and everything it contains, then
+/// `SetDefaults_Pod`), without any admission plugin: what the kubelet applies to a static pod read
+/// from a manifest. Idempotent.
+pub fn default_pod_scheme(pod: &mut Pod) {
     let spec = pod.spec.get_or_insert_with(Default::default);
     default_pod_spec(spec);
 
@@ -81,6 +86,17 @@ pub fn default_pod(pod: &mut Pod) {
             }
         }
     }
+}
+
+/// The defaults of the mutating admission plugins (ServiceAccount, DefaultTolerationSeconds, Priority)
+/// on a scheme-defaulted pod.
+fn default_pod_admission(pod: &mut Pod) {
+    let is_mirror = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION));
+    let spec = pod.spec.get_or_insert_with(Default::default);
 
     // ServiceAccount admission: every pod runs as a service account, "default" unless named. The v1
     // conversion keeps the deprecated `serviceAccount` equal to `serviceAccountName`. Deliberately not
@@ -948,7 +964,7 @@ fn validate_dns_config(spec: &PodSpec, dns_policy: &str, errs: &mut Errs) {
     if ns.len() > 3 {
         errs.push(invalid_printed(
             "spec.dnsConfig.nameservers",
-            &super::validation::go_string_slice(ns),
+            &crate::validation::go_string_slice(ns),
             "must not have more than 3 nameservers",
         ));
     }
@@ -2704,6 +2720,32 @@ mod tests {
         );
         // No projected token volume: kubeling has no token controller.
         assert!(spec.volumes.is_none());
+    }
+
+    #[test]
+    fn scheme_defaults_alone_leave_admission_fields_unset() {
+        let mut p = pod_with(vec![container("c", "nginx")]);
+        default_pod_scheme(&mut p);
+        let scheme = p.clone();
+        let spec = p.spec.unwrap();
+        assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+        assert_eq!(spec.enable_service_links, Some(true));
+        assert_eq!(spec.containers[0].image_pull_policy.as_deref(), Some("Always"));
+        assert_eq!(
+            (
+                spec.service_account_name,
+                spec.tolerations,
+                spec.priority,
+                spec.preemption_policy
+            ),
+            (None, None, None, None)
+        );
+        // The full defaulting is the scheme defaults plus admission: same result either way.
+        let mut full = pod_with(vec![container("c", "nginx")]);
+        default_pod(&mut full);
+        let mut after_scheme = scheme;
+        default_pod(&mut after_scheme);
+        assert_eq!(after_scheme, full);
     }
 
     #[test]
