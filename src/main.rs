@@ -6,7 +6,7 @@ pub mod kubeconfig;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -73,6 +73,74 @@ struct NodeOptions {
     /// Port of the node agent's own HTTPS endpoint (logs, exec); 0 takes a free one.
     #[arg(long, default_value_t = 0)]
     kubelet_port: u16,
+    /// Directory of static pod manifests, one Pod per file. `up`: default DATA/manifests (created);
+    /// `node`: none.
+    #[arg(long, visible_alias = "pod-manifest-path")]
+    static_pod_path: Option<PathBuf>,
+    /// How often the manifest directory is listed in full, besides being watched (e.g. 2s, 20s, 1m).
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    file_check_frequency: Duration,
+    /// URL of static pod manifests: a Pod or a PodList in YAML or JSON (http:// only).
+    #[arg(long)]
+    manifest_url: Option<String>,
+    /// Header for the manifest URL's requests, `Name:Value` (repeatable; `A:1,B:2` sets two).
+    #[arg(long = "manifest-url-header", value_parser = parse_headers)]
+    manifest_url_headers: Vec<Headers>,
+    /// How often the manifest URL is fetched (e.g. 2s, 20s, 1m).
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    http_check_frequency: Duration,
+}
+
+/// Header pairs from one `--manifest-url-header`.
+#[derive(Clone, Debug)]
+struct Headers(Vec<(String, String)>);
+
+/// `Name:Value[,Name:Value...]`, as the kubelet's `--manifest-url-header`.
+fn parse_headers(s: &str) -> Result<Headers, String> {
+    s.split(',')
+        .map(|pair| match pair.split_once(':') {
+            Some((name, value)) if !name.trim().is_empty() => {
+                Ok((name.trim().to_string(), value.trim().to_string()))
+            }
+            _ => Err(format!("{pair:?} is not Name:Value")),
+        })
+        .collect::<Result<_, _>>()
+        .map(Headers)
+}
+
+/// A Go duration as the kubelet's flags take it: `500ms`, `2s`, `1m`, `1m30s`, `1h`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("invalid duration {s:?} (examples: 500ms, 2s, 1m, 1m30s)");
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let value: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += value * seconds;
+        rest = &rest[unit_len..];
+    }
+    Ok(Duration::from_secs_f64(total))
 }
 
 #[derive(Args, Clone)]
@@ -115,12 +183,18 @@ fn kubeconfig_token(path: &std::path::Path) -> Option<String> {
 
 fn agent_config(data_dir: &std::path::Path, o: &NodeOptions) -> node::agent::AgentConfig {
     let mut cfg = node::agent::AgentConfig::new(data_dir);
+    // Lower-cased, as the kubelet's --hostname-override: a node name is a DNS subdomain.
     if let Some(n) = &o.node_name {
-        cfg.node_name = n.clone();
+        cfg.node_name = n.trim().to_lowercase();
     }
     cfg.node_ip = o.node_ip.clone();
     cfg.pause_image = o.pod_infra_image.clone();
     cfg.kubelet_port = o.kubelet_port;
+    cfg.static_pod_path = o.static_pod_path.clone();
+    cfg.file_check_frequency = o.file_check_frequency;
+    cfg.manifest_url = o.manifest_url.clone();
+    cfg.manifest_url_headers = o.manifest_url_headers.iter().flat_map(|h| h.0.clone()).collect();
+    cfg.http_check_frequency = o.http_check_frequency;
     cfg
 }
 
@@ -205,6 +279,11 @@ async fn serve(args: ServeArgs, node_opts: Option<NodeOptions>) -> anyhow::Resul
             None => tracing::warn!("no user kubeconfig path (HOME unset); skipping the merge"),
         }
     }
+    // `up`'s default manifest directory exists by the time the ready line says so.
+    if node_opts.as_ref().is_some_and(|o| o.static_pod_path.is_none()) {
+        let dir = data_dir.join("manifests");
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     println!(
         "kubeling is ready at {url} in {} ms: export KUBECONFIG={}",
         started.elapsed().as_millis(),
@@ -217,6 +296,9 @@ async fn serve(args: ServeArgs, node_opts: Option<NodeOptions>) -> anyhow::Resul
         tasks.push(tokio::spawn(node::scheduler::run(client.clone(), cancel.clone())));
         let mut cfg = agent_config(&data_dir.join("node"), &opts);
         cfg.node_token = server.tls.token.clone();
+        if cfg.static_pod_path.is_none() {
+            cfg.static_pod_path = Some(data_dir.join("manifests"));
+        }
         let cancel = cancel.clone();
         tasks.push(tokio::spawn(async move {
             if let Err(e) = node::agent::run(client, cfg, cancel).await {
@@ -277,5 +359,31 @@ fn main() -> anyhow::Result<()> {
         Command::Apiserver(args) => runtime()?.block_on(serve(args, None)),
         Command::Node(args) => runtime()?.block_on(run_node(args)),
         Command::Bench(args) => runtime()?.block_on(bench::run(args)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_read_as_the_kubelet_flags_write_them() {
+        assert_eq!(parse_duration("20s"), Ok(Duration::from_secs(20)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        for bad in ["", "20", "s", "2x", "1m30"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn headers_are_name_value_pairs() {
+        let h = parse_headers("X-A:1,X-B: two").unwrap();
+        assert_eq!(h.0, [("X-A".into(), "1".into()), ("X-B".into(), "two".into())]);
+        assert!(parse_headers("novalue").is_err());
+        assert!(parse_headers(":x").is_err());
     }
 }

@@ -5,12 +5,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::node_status::{self, NodeConfig};
 use crate::runtime::docker::{DEFAULT_PAUSE_IMAGE, DockerRuntime};
 use crate::runtime::{ContainerRuntime, Owner};
+use crate::sources::{self, SourceUpdate};
 
 /// How to run a node agent.
 #[derive(Debug, Clone)]
@@ -27,7 +29,20 @@ pub struct AgentConfig {
     pub kubelet_port: u16,
     /// The bearer token the API server presents to the node's endpoint (the cluster's token).
     pub node_token: String,
+    /// The manifest directory of static pods (`--static-pod-path`); none disables the file source.
+    pub static_pod_path: Option<PathBuf>,
+    /// How often the manifest directory is listed in full (besides watching it).
+    pub file_check_frequency: Duration,
+    /// The manifest URL of static pods (`--manifest-url`); none disables the http source.
+    pub manifest_url: Option<String>,
+    /// Headers sent with the manifest URL's GET.
+    pub manifest_url_headers: Vec<(String, String)>,
+    /// How often the manifest URL is fetched.
+    pub http_check_frequency: Duration,
 }
+
+/// upstream: `fileCheckFrequency` and `httpCheckFrequency` default to 20 s.
+pub const DEFAULT_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
 
 impl AgentConfig {
     /// Defaults: the host name as node name, 127.0.0.1, kubeling's pause image.
@@ -39,6 +54,11 @@ impl AgentConfig {
             pause_image: DEFAULT_PAUSE_IMAGE.to_string(),
             kubelet_port: 0,
             node_token: String::new(),
+            static_pod_path: None,
+            file_check_frequency: DEFAULT_CHECK_FREQUENCY,
+            manifest_url: None,
+            manifest_url_headers: Vec::new(),
+            http_check_frequency: DEFAULT_CHECK_FREQUENCY,
         }
     }
 }
@@ -116,14 +136,15 @@ pub async fn run(client: kube::Client, cfg: AgentConfig, cancel: CancellationTok
         }
     };
     let status = node_status::run(client.clone(), node_cfg, health, cancel.clone());
+    let (static_updates, static_sources) = start_static_sources(&cfg, &cancel);
     let kubelet = Kubelet::new(
         client,
         runtime.clone(),
         KubeletConfig {
-            node_name: cfg.node_name,
-            node_ip: cfg.node_ip,
-            pause_image: cfg.pause_image,
-            data_dir: cfg.data_dir,
+            node_name: cfg.node_name.clone(),
+            node_ip: cfg.node_ip.clone(),
+            pause_image: cfg.pause_image.clone(),
+            data_dir: cfg.data_dir.clone(),
         },
     );
     let state = Arc::new(crate::server::ServerState {
@@ -132,8 +153,42 @@ pub async fn run(client: kube::Client, cfg: AgentConfig, cancel: CancellationTok
         token: cfg.node_token.clone(),
     });
     let server = crate::server::serve(listener, tls, state, cancel.clone());
-    let (_, _, served) = tokio::join!(status, kubelet.run(cancel), server);
+    let pods = kubelet.run(static_updates, &static_sources, cancel);
+    let (_, _, served) = tokio::join!(status, pods, server);
     served
+}
+
+/// Starts the manifest directory and manifest URL sources that are configured; returns the channel their
+/// updates arrive on and their names.
+fn start_static_sources(
+    cfg: &AgentConfig,
+    cancel: &CancellationToken,
+) -> (mpsc::Receiver<SourceUpdate>, Vec<&'static str>) {
+    let (tx, rx) = mpsc::channel(16);
+    let mut names = Vec::new();
+    if let Some(dir) = &cfg.static_pod_path {
+        names.push(sources::FILE_SOURCE);
+        tracing::info!(path = %dir.display(), "watching the static pod directory");
+        tokio::spawn(sources::file::run(
+            dir.clone(),
+            cfg.node_name.clone(),
+            cfg.file_check_frequency,
+            tx.clone(),
+            cancel.clone(),
+        ));
+    }
+    if let Some(url) = &cfg.manifest_url {
+        names.push(sources::HTTP_SOURCE);
+        tokio::spawn(sources::http::run(
+            url.clone(),
+            cfg.manifest_url_headers.clone(),
+            cfg.node_name.clone(),
+            cfg.http_check_frequency,
+            tx,
+            cancel.clone(),
+        ));
+    }
+    (rx, names)
 }
 
 fn bind_ip(node_ip: &str) -> std::net::IpAddr {

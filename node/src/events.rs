@@ -141,3 +141,13 @@ pub fn pod_ref(pod: &k8s_openapi::api::core::v1::Pod) -> ObjectReference {
         ..Default::default()
     }
 }
+
+/// The reference to a Node that events carry (upstream's `nodeRef`: the UID is the node's name).
+pub fn node_ref(node_name: &str) -> ObjectReference {
+    ObjectReference {
+        kind: Some("Node".into()),
+        name: Some(node_name.to_string()),
+        uid: Some(node_name.to_string()),
+        ..Default::default()
+    }
+}

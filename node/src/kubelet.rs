@@ -8,8 +8,13 @@
 //!                → wait for a new spec, the next backoff deadline, or the 1 s relist (upstream's PLEG period)
 //! ```
 //! The worker keeps no database: what runs is read back from Docker by the kubelet's labels, so a restarted
-//! kubeling adopts its containers (same IDs, same restart counts). Nothing is removed before the informer's
-//! first full list (kube-rs `Store::wait_until_ready`).
+//! kubeling adopts its containers (same IDs, same restart counts).
+//!
+//! Static pods (manifest directory, manifest URL) arrive as [`SourceUpdate`]s, merged by [`PodConfig`] into
+//! ADD / UPDATE / REMOVE and handed to the same workers. A static pod's worker also keeps its mirror pod
+//! in the API server ([`crate::mirror`]) and writes the status there. Mirror pods seen by the informer are
+//! never run; they are kept in a map by name for the static workers. Nothing is removed at start-up before
+//! every source (the informer's first full list, and each static source's first snapshot) has reported.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -17,27 +22,32 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodStatus};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::events::{EventType, Recorder, pod_ref};
+use crate::config::{PodConfig, PodOp};
+use crate::events::{EventType, Recorder, node_ref, pod_ref};
 use crate::lifecycle::backoff::{BackoffState, image_pull_key};
 use crate::lifecycle::hash::hash_container;
 use crate::lifecycle::plan::{self, ObservedContainer, ObservedPod, ObservedSandbox, PodActions};
 use crate::lifecycle::status::{StatusContext, WaitingReason, pod_status};
+use crate::mirror::{self, API_SOURCE, MirrorAction};
 use crate::runtime::{
     ContainerConfig, ContainerKind, ContainerRuntime, CriState, ListFilter, PortMapping, Protocol,
     PullPolicy, Resources, SandboxConfig, SecurityConfig,
 };
+use crate::sources::{CONFIG_SOURCE_ANNOTATION, SourceUpdate};
 
 /// upstream: the generic PLEG relists every second.
 const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// upstream: `minimumGracePeriodInSeconds` = 2.
 const MINIMUM_GRACE_PERIOD: i64 = 2;
+/// upstream: `housekeepingPeriod` (orphaned mirror pods are deleted then).
+const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
 
 /// What the pod side needs to know about its node.
 #[derive(Debug, Clone)]
@@ -52,17 +62,54 @@ pub struct KubeletConfig {
     pub data_dir: std::path::PathBuf,
 }
 
-/// What a worker is told: the latest pod, or that it is gone from the API.
+/// What a worker is told: the latest pod, or that it is gone.
 #[derive(Clone)]
 enum Desired {
     Pod(Box<Pod>),
+    /// An API pod left the API server: remove what is left of it.
     Gone,
+    /// A static pod left its source: stop it with its grace period, remove it and its mirror pod.
+    Removed,
 }
 
 /// (namespace, pod, container).
 type ContainerKey = (String, String, String);
-/// (newest instance, the one before).
-type Instances = (Option<String>, Option<String>);
+/// (pod UID, newest instance, the one before).
+type Instances = (String, Option<String>, Option<String>);
+/// (namespace, name).
+type PodKey = (String, String);
+
+/// What the kubelet's main loop tracks between events.
+#[derive(Default)]
+struct RunState {
+    /// The static pods.
+    config: PodConfig,
+    /// UIDs of the API pods in the informer's current (re)list.
+    listed: HashSet<String>,
+    /// Mirror pods of the current (re)list, published when it is complete.
+    mirrors_listed: HashMap<PodKey, Pod>,
+    /// The informer has completed a list.
+    api_synced: bool,
+    /// The start-up sweep of orphaned containers has run.
+    orphans_cleaned: bool,
+}
+
+/// The kubelet's local copy of an API pod carries `config.source=api`, as upstream's, so a pod is static
+/// exactly when its source says `file` or `http`.
+fn api_pod(mut pod: Pod) -> Pod {
+    pod.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(CONFIG_SOURCE_ANNOTATION.to_string(), API_SOURCE.to_string());
+    pod
+}
+
+fn pod_key(pod: &Pod) -> PodKey {
+    (
+        pod.metadata.namespace.clone().unwrap_or_default(),
+        pod.metadata.name.clone().unwrap_or_default(),
+    )
+}
 
 /// The pod side of the node agent.
 pub struct Kubelet {
@@ -72,7 +119,10 @@ pub struct Kubelet {
     runtime: Arc<dyn ContainerRuntime>,
     cfg: KubeletConfig,
     recorder: Arc<Recorder>,
+    /// The latest desired state of each pod UID, read by its worker.
     workers: Mutex<HashMap<String, watch::Sender<Desired>>>,
+    /// Mirror pods on this node, as the informer (or the last create) saw them.
+    mirrors: Mutex<HashMap<PodKey, Pod>>,
 }
 
 impl Kubelet {
@@ -86,6 +136,7 @@ impl Kubelet {
             cfg,
             recorder,
             workers: Mutex::new(HashMap::new()),
+            mirrors: Mutex::new(HashMap::new()),
         })
     }
 
@@ -95,53 +146,194 @@ impl Kubelet {
         let map = self.containers.clone();
         Arc::new(move |ns: &str, pod: &str, container: &str, previous: bool| {
             let m = map.lock().unwrap_or_else(|e| e.into_inner());
-            let (current, prev) = m.get(&(ns.to_string(), pod.to_string(), container.to_string()))?;
+            let (_, current, prev) = m.get(&(ns.to_string(), pod.to_string(), container.to_string()))?;
             if previous { prev.clone() } else { current.clone() }
         })
     }
 
-    /// Run the informer and the pod workers until `cancel`. Containers keep running after that (a restart
+    /// Run the informer, the static pod sources' updates (from `sources`, sent by the sources named
+    /// `static_sources`) and the pod workers until `cancel`. Containers keep running after that (a restart
     /// adopts them).
-    pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
+    pub async fn run(
+        self: Arc<Self>,
+        mut sources: mpsc::Receiver<SourceUpdate>,
+        static_sources: &[&'static str],
+        cancel: CancellationToken,
+    ) {
         let pods: Api<Pod> = Api::all(self.client.clone());
         let config = watcher::Config::default().fields(&format!("spec.nodeName={}", self.cfg.node_name));
         let stream = watcher(pods, config).default_backoff();
         futures_util::pin_mut!(stream);
-        let mut listed: HashSet<String> = HashSet::new();
-        let mut initial_done = false;
+        let mut state = RunState {
+            config: PodConfig::new(static_sources),
+            ..Default::default()
+        };
+        let mut sources_open = true;
+        let mut housekeeping = tokio::time::interval(HOUSEKEEPING_PERIOD);
+        housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let event = tokio::select! {
+            tokio::select! {
                 _ = cancel.cancelled() => return,
-                e = stream.next() => e,
-            };
-            let Some(event) = event else { return };
-            match event {
-                Ok(watcher::Event::Init) => listed.clear(),
-                Ok(watcher::Event::InitApply(pod)) => {
-                    listed.insert(pod.metadata.uid.clone().unwrap_or_default());
-                    self.dispatch(pod, &cancel);
-                }
-                Ok(watcher::Event::InitDone) => {
-                    // Pods that vanished while we were not watching: tell their workers.
-                    let gone: Vec<String> = {
-                        let w = self.workers.lock().unwrap_or_else(|e| e.into_inner());
-                        w.keys().filter(|uid| !listed.contains(*uid)).cloned().collect()
-                    };
-                    for uid in gone {
-                        self.tell(&uid, Desired::Gone);
-                    }
-                    if !initial_done {
-                        initial_done = true;
-                        self.clean_orphans(&listed).await;
+                event = stream.next() => match event {
+                    Some(event) => self.on_api_event(event, &mut state, &cancel),
+                    None => return,
+                },
+                update = sources.recv(), if sources_open => match update {
+                    Some(update) => self.on_source_update(update, &mut state.config, &cancel),
+                    None => sources_open = false,
+                },
+                _ = housekeeping.tick() => {
+                    if state.api_synced && state.config.seen_all() {
+                        self.delete_orphaned_mirrors(&state.config).await;
                     }
                 }
-                Ok(watcher::Event::Apply(pod)) => self.dispatch(pod, &cancel),
-                Ok(watcher::Event::Delete(pod)) => {
-                    let uid = pod.metadata.uid.clone().unwrap_or_default();
+            }
+            if !state.orphans_cleaned && state.api_synced && state.config.seen_all() {
+                state.orphans_cleaned = true;
+                let mut keep = state.listed.clone();
+                keep.extend(state.config.pods().filter_map(|p| p.metadata.uid.clone()));
+                self.clean_orphans(&keep).await;
+            }
+        }
+    }
+
+    fn on_api_event(
+        self: &Arc<Self>,
+        event: Result<watcher::Event<Pod>, watcher::Error>,
+        state: &mut RunState,
+        cancel: &CancellationToken,
+    ) {
+        match event {
+            Ok(watcher::Event::Init) => {
+                state.listed.clear();
+                state.mirrors_listed.clear();
+            }
+            Ok(watcher::Event::InitApply(pod)) if mirror::is_mirror_pod(&pod) => {
+                state.mirrors_listed.insert(pod_key(&pod), pod);
+            }
+            Ok(watcher::Event::InitApply(pod)) => {
+                state.listed.insert(pod.metadata.uid.clone().unwrap_or_default());
+                self.dispatch(api_pod(pod), cancel);
+            }
+            Ok(watcher::Event::InitDone) => {
+                *self.mirrors.lock().unwrap_or_else(|e| e.into_inner()) =
+                    std::mem::take(&mut state.mirrors_listed);
+                // API pods that vanished while we were not watching: tell their workers.
+                let gone: Vec<String> = {
+                    let w = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+                    w.keys()
+                        .filter(|uid| !state.listed.contains(*uid) && !state.config.contains(uid))
+                        .cloned()
+                        .collect()
+                };
+                for uid in gone {
                     self.tell(&uid, Desired::Gone);
                 }
-                Err(e) => tracing::warn!(error = %e, "pod informer"),
+                state.api_synced = true;
             }
+            Ok(watcher::Event::Apply(pod)) if mirror::is_mirror_pod(&pod) => self.upsert_mirror(pod),
+            Ok(watcher::Event::Apply(pod)) => self.dispatch(api_pod(pod), cancel),
+            Ok(watcher::Event::Delete(pod)) if mirror::is_mirror_pod(&pod) => {
+                self.forget_mirror(&pod_key(&pod), pod.metadata.uid.as_deref().unwrap_or_default());
+            }
+            Ok(watcher::Event::Delete(pod)) => {
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                if !state.config.contains(&uid) {
+                    self.tell(&uid, Desired::Gone);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "pod informer"),
+        }
+    }
+
+    fn on_source_update(
+        self: &Arc<Self>,
+        update: SourceUpdate,
+        config: &mut PodConfig,
+        cancel: &CancellationToken,
+    ) {
+        match update {
+            SourceUpdate::Snapshot { source, pods } => {
+                for op in config.merge(source, pods, Timestamp::now()) {
+                    match op {
+                        PodOp::Add(pod) | PodOp::Update(pod) => self.dispatch(*pod, cancel),
+                        PodOp::Remove(uid) => self.tell(&uid, Desired::Removed),
+                    }
+                }
+            }
+            // The source has logged it; the Node gets a Warning event (best effort, never blocking the loop).
+            SourceUpdate::Invalid { origin, error, .. } => {
+                let recorder = self.recorder.clone();
+                let node = node_ref(&self.cfg.node_name);
+                let message = format!("{origin}: {error}");
+                tokio::spawn(async move {
+                    recorder
+                        .record(&node, EventType::Warning, "FailedValidation", &message)
+                        .await;
+                });
+            }
+        }
+    }
+
+    /// Keeps the newer of two mirror pods of one name: a stale informer event never replaces a mirror the
+    /// kubelet has just created.
+    fn upsert_mirror(&self, pod: Pod) {
+        let rv = |p: &Pod| {
+            p.metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        let mut mirrors = self.mirrors.lock().unwrap_or_else(|e| e.into_inner());
+        let key = pod_key(&pod);
+        if let Some(existing) = mirrors.get(&key)
+            && let (Some(old), Some(new)) = (rv(existing), rv(&pod))
+            && old > new
+        {
+            return;
+        }
+        mirrors.insert(key, pod);
+    }
+
+    fn forget_mirror(&self, key: &PodKey, uid: &str) {
+        let mut mirrors = self.mirrors.lock().unwrap_or_else(|e| e.into_inner());
+        if mirrors
+            .get(key)
+            .is_some_and(|m| m.metadata.uid.as_deref() == Some(uid))
+        {
+            mirrors.remove(key);
+        }
+    }
+
+    /// The current mirror pod of a static pod, if the API server has one.
+    fn mirror_of(&self, static_pod: &Pod) -> Option<Pod> {
+        let mirrors = self.mirrors.lock().unwrap_or_else(|e| e.into_inner());
+        mirrors
+            .get(&pod_key(static_pod))
+            .filter(|m| m.metadata.deletion_timestamp.is_none() && mirror::is_mirror_of(m, static_pod))
+            .cloned()
+    }
+
+    /// Housekeeping: mirror pods on this node whose static pod is gone (upstream's orphan mirror cleanup,
+    /// grace 0, no precondition).
+    async fn delete_orphaned_mirrors(&self, config: &PodConfig) {
+        let statics: HashSet<PodKey> = config.pods().map(pod_key).collect();
+        let orphans: Vec<Pod> = {
+            let mirrors = self.mirrors.lock().unwrap_or_else(|e| e.into_inner());
+            mirrors
+                .iter()
+                .filter(|(key, _)| !statics.contains(*key))
+                .map(|(_, m)| m.clone())
+                .collect()
+        };
+        for m in orphans {
+            let (ns, name) = pod_key(&m);
+            tracing::info!(pod = %name, namespace = %ns, "deleting an orphaned mirror pod");
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+            if !delete_now(&api, &name, None).await {
+                continue;
+            }
+            self.forget_mirror(&(ns, name), m.metadata.uid.as_deref().unwrap_or_default());
         }
     }
 
@@ -159,26 +351,40 @@ impl Kubelet {
                 tx.send_replace(Desired::Pod(Box::new(pod)));
             }
             None => {
-                let (tx, rx) = watch::channel(Desired::Pod(Box::new(pod)));
+                let (tx, mut rx) = watch::channel(Desired::Pod(Box::new(pod)));
                 workers.insert(uid.clone(), tx);
                 let me = self.clone();
                 let cancel = cancel.clone();
                 tokio::spawn(async move {
-                    Worker::new(me.clone(), uid.clone()).run(rx, cancel).await;
-                    me.workers.lock().unwrap_or_else(|e| e.into_inner()).remove(&uid);
+                    loop {
+                        Worker::new(me.clone(), uid.clone()).run(rx, cancel.clone()).await;
+                        // A static pod may come back (same UID) while its worker was stopping it: the last
+                        // word is checked under the lock dispatch() takes, so it is never lost.
+                        let mut workers = me.workers.lock().unwrap_or_else(|e| e.into_inner());
+                        match workers.get(&uid) {
+                            Some(tx) if !cancel.is_cancelled() && matches!(*tx.borrow(), Desired::Pod(_)) => {
+                                rx = tx.subscribe();
+                            }
+                            _ => {
+                                workers.remove(&uid);
+                                return;
+                            }
+                        }
+                    }
                 });
             }
         }
     }
 
-    /// Containers of pods the API server no longer has (on this node), found after the first full list.
-    async fn clean_orphans(&self, listed: &HashSet<String>) {
+    /// Containers of pods that no source has (`keep` holds every pod UID the sources reported), found once
+    /// every source has reported.
+    async fn clean_orphans(&self, keep: &HashSet<String>) {
         let Ok(all) = self.runtime.list(&ListFilter::all()).await else {
             return;
         };
         let orphans: Vec<_> = all
             .into_iter()
-            .filter(|c| c.pod_uid().is_some_and(|u| !listed.contains(u)))
+            .filter(|c| c.pod_uid().is_some_and(|u| !keep.contains(u)))
             .filter(|c| {
                 !self
                     .workers
@@ -205,8 +411,12 @@ struct Worker {
     pull_backoff: BackoffState,
     waiting: BTreeMap<String, WaitingReason>,
     last_status: Option<PodStatus>,
+    /// The UID of the pod the last status was written to (the mirror pod's, for a static pod).
+    reported_to: Option<String>,
     /// (namespace, name) of the pod, once known.
     pod_names: Option<(String, String)>,
+    /// The last desired pod.
+    last_pod: Option<Pod>,
 }
 
 impl Worker {
@@ -218,7 +428,9 @@ impl Worker {
             pull_backoff: BackoffState::image_pull(),
             waiting: BTreeMap::new(),
             last_status: None,
+            reported_to: None,
             pod_names: None,
+            last_pod: None,
         }
     }
 
@@ -230,8 +442,16 @@ impl Worker {
                     self.remove_everything().await;
                     return;
                 }
+                Desired::Removed => {
+                    if let Some(pod) = self.last_pod.take() {
+                        self.stop_static(&pod).await;
+                    }
+                    self.remove_everything().await;
+                    return;
+                }
                 Desired::Pod(p) => *p,
             };
+            self.last_pod = Some(pod.clone());
             if self.pod_names.is_none() {
                 self.pod_names = Some((
                     pod.metadata.namespace.clone().unwrap_or_default(),
@@ -281,7 +501,8 @@ impl Worker {
                 instances.sort_by_key(|c| std::cmp::Reverse(c.created));
                 let current = instances.first().map(|c| c.id.clone());
                 let previous = instances.get(1).map(|c| c.id.clone());
-                map.insert((ns.clone(), pod.clone(), name.to_string()), (current, previous));
+                let key = (ns.clone(), pod.clone(), name.to_string());
+                map.insert(key, (self.uid.clone(), current, previous));
             }
         }
         out
@@ -357,6 +578,9 @@ impl Worker {
             );
         }
         let observed = if acted { self.observe().await } else { observed };
+        if mirror::is_static_pod(pod) {
+            self.sync_mirror(pod).await;
+        }
         self.report(pod, &observed, false).await;
         actions.next_check
     }
@@ -752,6 +976,75 @@ impl Worker {
         }
     }
 
+    /// A static pod left its source (upstream's REMOVE): stop its containers with the pod's grace period,
+    /// then delete its mirror pod (housekeeping would find it orphaned; this is sooner). No status is
+    /// written: a static pod is never given a terminal phase.
+    async fn stop_static(&mut self, pod: &Pod) {
+        let observed = self.observe().await;
+        let grace = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds)
+            .unwrap_or(30);
+        self.kill_all(pod, &observed, grace).await;
+        if let Some(m) = self.k.mirror_of(pod) {
+            let (ns, name) = pod_key(&m);
+            let uid = m.metadata.uid.clone().unwrap_or_default();
+            let api: Api<Pod> = Api::namespaced(self.k.client.clone(), &ns);
+            if delete_now(&api, &name, Some(&uid)).await {
+                self.k.forget_mirror(&(ns, name), &uid);
+            }
+        }
+    }
+
+    /// Upstream's `tryReconcileMirrorPods` for this static pod: a mirror pod deleted by a user or made
+    /// for an older manifest is deleted (grace 0, its UID as precondition) and a new one created, owned by
+    /// the Node. Failures (the API server is down, the Node is not registered yet) are retried on the next
+    /// sync; the static pod runs meanwhile.
+    async fn sync_mirror(&mut self, pod: &Pod) {
+        let (ns, name) = pod_key(pod);
+        let current = self
+            .k
+            .mirrors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(ns.clone(), name.clone()))
+            .cloned();
+        let api: Api<Pod> = Api::namespaced(self.k.client.clone(), &ns);
+        match mirror::mirror_action(pod, current.as_ref()) {
+            MirrorAction::Keep => return,
+            MirrorAction::Create => {}
+            MirrorAction::Replace(uid) => {
+                if !delete_now(&api, &name, Some(&uid)).await {
+                    return;
+                }
+                self.k.forget_mirror(&(ns.clone(), name.clone()), &uid);
+            }
+        }
+        let nodes: Api<Node> = Api::all(self.k.client.clone());
+        let node_uid = match nodes.get_opt(&self.k.cfg.node_name).await {
+            Ok(Some(n)) if n.metadata.deletion_timestamp.is_none() => n.metadata.uid.unwrap_or_default(),
+            Ok(_) => return,
+            Err(e) => {
+                tracing::debug!(pod = %name, error = %e, "mirror pod: cannot read the node");
+                return;
+            }
+        };
+        let wanted = mirror::mirror_pod(pod, &self.k.cfg.node_name, &node_uid);
+        match api.create(&PostParams::default(), &wanted).await {
+            Ok(created) => self.k.upsert_mirror(created),
+            // Made already (our informer has not told us yet): fine when it mirrors this pod.
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                if let Ok(Some(existing)) = api.get_opt(&name).await
+                    && mirror::is_mirror_of(&existing, pod)
+                {
+                    self.k.upsert_mirror(existing);
+                }
+            }
+            Err(e) => tracing::debug!(pod = %name, error = %e, "creating the mirror pod"),
+        }
+    }
+
     async fn remove_everything(&self) {
         if let Ok(list) = self.k.runtime.list(&ListFilter::all().pod_uid(&self.uid)).await {
             for c in list {
@@ -768,7 +1061,7 @@ impl Worker {
                 .containers
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .retain(|(n, p, _), _| !(n == ns && p == pod));
+                .retain(|(n, p, _), (uid, _, _)| !(n == ns && p == pod && *uid == self.uid));
         }
     }
 
@@ -784,10 +1077,19 @@ impl Worker {
             now: Timestamp::now(),
         };
         let status = pod_status(pod, observed, &ctx);
-        if self.last_status.as_ref() == Some(&status) {
+        // A static pod's status goes to its mirror pod; none yet, no status (upstream skips the update too).
+        let (target_uid, old_status) = if mirror::is_static_pod(pod) {
+            match self.k.mirror_of(pod) {
+                Some(m) => (m.metadata.uid.unwrap_or_default(), m.status),
+                None => return,
+            }
+        } else {
+            (self.uid.clone(), pod.status.clone())
+        };
+        if self.last_status.as_ref() == Some(&status) && self.reported_to.as_ref() == Some(&target_uid) {
             return;
         }
-        let old = serde_json::to_value(pod.status.clone().unwrap_or_default()).unwrap_or(json!({}));
+        let old = serde_json::to_value(old_status.unwrap_or_default()).unwrap_or(json!({}));
         let new = serde_json::to_value(&status).unwrap_or(json!({}));
         let mut body = new.clone();
         // Keys the new status no longer has are removed explicitly (a merge patch keeps absent keys).
@@ -798,7 +1100,7 @@ impl Worker {
                 }
             }
         }
-        let patch = json!({"metadata": {"uid": self.uid}, "status": body});
+        let patch = json!({"metadata": {"uid": target_uid}, "status": body});
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let name = pod.metadata.name.as_deref().unwrap_or("");
         let api: Api<Pod> = Api::namespaced(self.k.client.clone(), ns);
@@ -806,8 +1108,32 @@ impl Worker {
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => self.last_status = Some(status),
+            Ok(_) => {
+                self.last_status = Some(status);
+                self.reported_to = Some(target_uid);
+            }
             Err(e) => tracing::debug!(pod = %name, error = %e, "status update"),
+        }
+    }
+}
+
+/// Deletes a pod with grace 0 (and the UID as precondition when given). True when it is gone: deleted now,
+/// already gone (404), or replaced by another pod of the same name (409 on the precondition).
+async fn delete_now(api: &Api<Pod>, name: &str, uid: Option<&str>) -> bool {
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: uid.map(|uid| Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(name, &dp).await {
+        Ok(_) => true,
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => true,
+        Err(e) => {
+            tracing::debug!(pod = %name, error = %e, "deleting a mirror pod");
+            false
         }
     }
 }

@@ -2,10 +2,12 @@
 //! workspace so the layout is final from the start.
 
 pub mod agent;
+pub mod config;
 pub mod env;
 pub mod events;
 pub mod kubelet;
 pub mod lifecycle;
+pub mod mirror;
 pub mod node_status;
 pub mod runtime;
 pub mod scheduler;

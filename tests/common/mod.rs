@@ -31,6 +31,15 @@ impl Cluster {
         c
     }
 
+    /// `up()` with `extra_args` after the harness's own flags, and stderr appended to `log` when given.
+    pub fn up_with(extra_args: &[&str], log: Option<&Path>) -> Cluster {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let mut c = Self::start_with(&dir, 0, "up", extra_args, log);
+        c._tmp = Some(tmp);
+        c
+    }
+
     /// Wait until `kubectl get <what> -o json` satisfies `cond`.
     pub fn wait_json(
         &self,
@@ -72,14 +81,37 @@ impl Cluster {
 
     /// Start the binary with `subcommand` on `data_dir` and `port`.
     pub fn start_in(data_dir: &Path, port: u16, subcommand: &str) -> Cluster {
+        Self::start_with(data_dir, port, subcommand, &[], None)
+    }
+
+    /// `start_in` with `extra_args` after the harness's own flags; stderr (the log) is appended to `log` when
+    /// given, else inherited.
+    pub fn start_with(
+        data_dir: &Path,
+        port: u16,
+        subcommand: &str,
+        extra_args: &[&str],
+        log: Option<&Path>,
+    ) -> Cluster {
         let t0 = Instant::now();
+        let stderr = match log {
+            Some(path) => Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .unwrap_or_else(|e| panic!("opening the log {}: {e}", path.display())),
+            ),
+            None => Stdio::inherit(),
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_kubeling"))
             .args([subcommand, "--data-dir"])
             .arg(data_dir)
             .args(["--port", &port.to_string(), "--no-kubeconfig-merge"])
+            .args(extra_args)
             .env("KUBELING_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("spawning kubeling");
         let stdout = child.stdout.take().unwrap();
@@ -173,6 +205,13 @@ impl Cluster {
 
     pub fn pid(&self) -> u32 {
         self.child.as_ref().unwrap().id()
+    }
+
+    /// True while the kubeling process has not exited (false once killed or terminated).
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
     }
 
     /// SIGKILL, then wait.

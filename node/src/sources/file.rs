@@ -12,7 +12,7 @@ use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{FILE_SOURCE, MAX_MANIFEST_BYTES, SourceUpdate, StaticPod, apply_static_defaults, dedupe};
+use super::{FILE_SOURCE, MAX_MANIFEST_BYTES, SourceUpdate, StaticPod, dedupe, prepare};
 
 /// How long to wait after a change before re-listing, so a burst of events (an editor's save) is one scan.
 const SETTLE: Duration = Duration::from_millis(100);
@@ -113,10 +113,7 @@ fn scan(dir: &Path, node_name: &str) -> Option<Vec<(String, Result<Pod, String>)
         let origin = path.to_string_lossy().into_owned();
         let pod = read_limited(&path)
             .and_then(|bytes| super::parse_single_pod(&bytes))
-            .map(|mut pod| {
-                apply_static_defaults(&mut pod, node_name, FILE_SOURCE, &origin);
-                pod
-            });
+            .and_then(|pod| prepare(pod, node_name, FILE_SOURCE, &origin));
         out.push((origin, pod));
     }
     Some(out)
@@ -348,8 +345,8 @@ mod tests {
             uid
         );
         // The UID is tied to the absolute path.
-        let mut expected = super::super::parse_single_pod(manifest("a", "nginx").as_bytes()).unwrap();
-        apply_static_defaults(&mut expected, "node1", FILE_SOURCE, &origin.to_string_lossy());
+        let expected = super::super::parse_single_pod(manifest("a", "nginx").as_bytes()).unwrap();
+        let expected = prepare(expected, "node1", FILE_SOURCE, &origin.to_string_lossy()).unwrap();
         assert_eq!(*pod, expected);
         cancel.cancel();
     }
@@ -358,9 +355,8 @@ mod tests {
     fn state_sends_snapshot_only_on_change_and_each_error_once() {
         let mut state = State::default();
         let pod = |img| {
-            let mut p = super::super::parse_single_pod(manifest("a", img).as_bytes()).unwrap();
-            apply_static_defaults(&mut p, "n", FILE_SOURCE, "/m/a");
-            p
+            let p = super::super::parse_single_pod(manifest("a", img).as_bytes()).unwrap();
+            prepare(p, "n", FILE_SOURCE, "/m/a").unwrap()
         };
         let listing = |img, err: &str| {
             vec![

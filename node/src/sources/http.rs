@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{HTTP_SOURCE, MAX_MANIFEST_BYTES, SourceUpdate, apply_static_defaults, dedupe, parse_manifest};
+use super::{HTTP_SOURCE, MAX_MANIFEST_BYTES, SourceUpdate, dedupe, parse_manifest, prepare};
 
 /// Upstream's client timeout for the manifest URL.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -106,10 +106,16 @@ impl State {
             return updates;
         } else {
             self.body = Some(body.clone());
-            match parse_manifest(&body) {
+            let prepared = parse_manifest(&body).and_then(|pods| {
+                pods.into_iter()
+                    .map(|pod| prepare(pod, node_name, HTTP_SOURCE, url))
+                    .collect::<Result<Vec<_>, _>>()
+            });
+            match prepared {
+                // One invalid pod rejects the whole body, as upstream's tryDecodePodList; reported once: the
+                // same body again is skipped above.
                 Err(e) => {
-                    // Reported once: the same body again is skipped above.
-                    let error = format!("body does not hold a Pod or a PodList: {e}");
+                    let error = format!("body does not hold a valid Pod or PodList: {e}");
                     tracing::warn!(%url, %error, "static pod manifest url skipped");
                     updates.push(SourceUpdate::Invalid {
                         source: HTTP_SOURCE,
@@ -118,10 +124,7 @@ impl State {
                     });
                     return updates;
                 }
-                Ok(mut pods) => {
-                    for pod in &mut pods {
-                        apply_static_defaults(pod, node_name, HTTP_SOURCE, url);
-                    }
+                Ok(pods) => {
                     let (kept, dropped) = dedupe(pods, |p| p);
                     for (_, error) in dropped {
                         tracing::warn!(%url, %error, "static pod skipped");
@@ -222,7 +225,7 @@ mod tests {
         tokio::spawn(run(
             url.clone(),
             headers,
-            "Node1".into(),
+            "node1".into(),
             Duration::from_millis(20),
             tx,
             cancel.clone(),
@@ -272,8 +275,10 @@ mod tests {
     fn state_handles_single_pod_bad_body_and_duplicates() {
         let mut state = State::default();
         let url = "http://h/m";
-        let pod =
-            Bytes::from_static(b"{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"}}");
+        let pod = Bytes::from_static(
+            b"{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"},\
+                \"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]}}",
+        );
         let updates = state.apply(Ok(pod.clone()), url, "n");
         assert!(matches!(&updates[..], [SourceUpdate::Snapshot { pods, .. }] if pods.len() == 1));
         assert!(state.apply(Ok(pod), url, "n").is_empty());
@@ -289,7 +294,9 @@ mod tests {
         );
 
         let dup = Bytes::from_static(
-            b"apiVersion: v1\nkind: PodList\nitems:\n- metadata: {name: a}\n- metadata: {name: a}\n",
+            b"apiVersion: v1\nkind: PodList\nitems:\n\
+              - {metadata: {name: a}, spec: {containers: [{name: c, image: i}]}}\n\
+              - {metadata: {name: a}, spec: {containers: [{name: c, image: j}]}}\n",
         );
         let updates = state.apply(Ok(dup), url, "n");
         let [
@@ -301,6 +308,18 @@ mod tests {
         };
         assert!(error.contains("due to duplicate pod name"), "{error}");
         assert_eq!(pods.len(), 1);
+
+        // One pod that fails the API server's validation rejects the whole body; the last set stays.
+        let invalid = Bytes::from_static(
+            b"apiVersion: v1\nkind: PodList\nitems:\n\
+              - {metadata: {name: ok}, spec: {containers: [{name: c, image: i}]}}\n\
+              - {metadata: {name: nocontainers}, spec: {containers: []}}\n",
+        );
+        let updates = state.apply(Ok(invalid), url, "n");
+        let [SourceUpdate::Invalid { error, .. }] = &updates[..] else {
+            panic!("{updates:?}")
+        };
+        assert!(error.contains("spec.containers: Required value"), "{error}");
     }
 
     #[tokio::test]

@@ -2,11 +2,11 @@
 //! `pkg/kubelet/config` (`file.go`, `http.go`, `common.go`).
 //!
 //! Each source sends a full [`SourceUpdate::Snapshot`] of its pods whenever the set changes, and a
-//! [`SourceUpdate::Invalid`] for a manifest it could not use. The pods carry the static defaults of
-//! upstream's `applyDefaults` ([`apply_static_defaults`]). The API server's pod defaulting and
-//! `ValidatePodCreate` are *not* run here (the node crate does not depend on the apiserver crate); the only
-//! validation is that each manifest is one Pod with `metadata.name`, and that a source holds no two pods
-//! with the same name and namespace ([`validate`]).
+//! [`SourceUpdate::Invalid`] for a manifest it could not use. Every pod goes through [`prepare`], upstream's
+//! order: the API server's scheme defaulting (`api::pod::default_pod_scheme`, shared with the API server),
+//! the static defaults of upstream's `applyDefaults` ([`apply_static_defaults`]), then `ValidatePodCreate`
+//! (`api::pod::validate_pod_create`). A source holds no two pods with the same name and namespace
+//! ([`validate`]).
 
 use std::collections::HashSet;
 
@@ -117,6 +117,20 @@ pub fn apply_static_defaults(pod: &mut Pod, node_name: &str, source: &str, origi
         }
     }
     pod.status.get_or_insert_with(Default::default).phase = Some("Pending".to_string());
+}
+
+/// A decoded manifest pod made ready to run, in upstream's order: the API server's scheme defaulting, the
+/// static defaults ([`apply_static_defaults`]), then the API server's create validation. The error lists
+/// every invalid field, as the API server's 422 message does.
+pub fn prepare(mut pod: Pod, node_name: &str, source: &str, origin: &str) -> Result<Pod, String> {
+    api::pod::default_pod_scheme(&mut pod);
+    apply_static_defaults(&mut pod, node_name, source, origin);
+    let errors = api::pod::validate_pod_create(&pod);
+    if errors.is_empty() {
+        return Ok(pod);
+    }
+    let messages: Vec<String> = errors.into_iter().map(|e| e.message).collect();
+    Err(format!("invalid pod: {}", messages.join(", ")))
 }
 
 /// Parses a manifest in YAML or JSON: a Pod, a PodList, or several YAML documents of either. Every pod needs
@@ -407,5 +421,27 @@ pub(crate) mod tests {
             dropped[0].1
         );
         assert!(dropped[0].1.contains("from file"), "{}", dropped[0].1);
+    }
+
+    #[test]
+    fn prepare_applies_the_api_servers_defaults_and_validation() {
+        let pod = parse_single_pod(manifest("web", "nginx").as_bytes()).unwrap();
+        let pod = prepare(pod, "n1", FILE_SOURCE, "/m/web.yaml").unwrap();
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+        assert_eq!(spec.termination_grace_period_seconds, Some(30));
+        assert_eq!(spec.containers[0].image_pull_policy.as_deref(), Some("Always"));
+        // Admission defaults are the API server's business, not the kubelet's.
+        assert_eq!(spec.service_account_name, None);
+
+        let bad = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers: []\n";
+        let err = prepare(
+            parse_single_pod(bad.as_bytes()).unwrap(),
+            "n1",
+            FILE_SOURCE,
+            "/m/x",
+        )
+        .unwrap_err();
+        assert!(err.contains("spec.containers: Required value"), "{err}");
     }
 }
