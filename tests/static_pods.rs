@@ -447,6 +447,36 @@ fn pod_manifest_path_reads_json_manifests_but_not_dot_files_or_subdirectories() 
 }
 
 #[test]
+fn kubectl_logs_exec_and_describe_on_the_mirror_pod_reach_the_static_pod() {
+    let c = up(&[]);
+    let args = ["sleep", "--stdout", "hello-static"];
+    fs::write(manifests(&c).join("talk.yaml"), manifest("talk", &args)).unwrap();
+    running_mirror(&c, "talk-n1");
+    eventually(WAIT, "the static pod's output in kubectl logs", || {
+        let out = c.kubectl(&["logs", "talk-n1"]);
+        String::from_utf8_lossy(&out.stdout)
+            .contains("hello-static")
+            .then_some(())
+    });
+    let out = c.kubectl(&["exec", "talk-n1", "--", "sh", "-c", "echo from-exec; exit 3"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "from-exec");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The hostname is the pod's name, as for any pod: the container is the static pod's.
+    assert_eq!(c.ok(&["exec", "talk-n1", "--", "hostname"]).trim(), "talk-n1");
+    // The kubelet's events about the static pod are about its mirror pod, so describe shows them.
+    eventually(WAIT, "the static pod's events in kubectl describe", || {
+        c.ok(&["describe", "pod", "talk-n1"])
+            .contains("Started container main")
+            .then_some(())
+    });
+}
+
+#[test]
 fn deleting_the_mirror_pod_recreates_it_without_restarting_the_static_pod() {
     let c = up(&[]);
     fs::write(manifests(&c).join("web.yaml"), manifest("web", SLEEP)).unwrap();

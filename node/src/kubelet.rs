@@ -46,6 +46,8 @@ use crate::sources::{CONFIG_SOURCE_ANNOTATION, SourceUpdate};
 const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// upstream: `minimumGracePeriodInSeconds` = 2.
 const MINIMUM_GRACE_PERIOD: i64 = 2;
+/// How long one sync waits on the API server for a static pod's mirror pod.
+const MIRROR_SYNC_TIMEOUT: Duration = Duration::from_secs(2);
 /// upstream: `housekeepingPeriod` (orphaned mirror pods are deleted then).
 const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
 
@@ -488,6 +490,20 @@ impl Worker {
         }
     }
 
+    /// The object a pod's events are about. For a static pod that is its mirror pod, when there is one, so
+    /// that `kubectl describe` on the mirror shows them (upstream refers to the static pod's own UID, which
+    /// the API server never has).
+    fn event_ref(&self, pod: &Pod) -> k8s_openapi::api::core::v1::ObjectReference {
+        let mut r = pod_ref(pod);
+        if mirror::is_static_pod(pod)
+            && let Some(m) = self.k.mirror_of(pod)
+        {
+            r.uid = m.metadata.uid;
+            r.resource_version = m.metadata.resource_version;
+        }
+        r
+    }
+
     async fn observe(&self) -> ObservedPod {
         let out = self.observe_runtime().await;
         // Publish the newest and previous instance of each container for logs and exec.
@@ -563,6 +579,11 @@ impl Worker {
 
     /// One pass: plan, act, report. Returns when to look again at the latest.
     async fn sync(&mut self, pod: &Pod) -> Option<Timestamp> {
+        // Upstream reconciles the mirror pod first in SyncPod, before anything starts. Bounded, so an API
+        // server that does not answer never holds up a static pod.
+        if mirror::is_static_pod(pod) {
+            let _ = tokio::time::timeout(MIRROR_SYNC_TIMEOUT, self.sync_mirror(pod)).await;
+        }
         let now = Timestamp::now();
         let observed = self.observe().await;
         let actions = plan::plan(pod, &observed, &self.crash_backoff, now);
@@ -578,9 +599,6 @@ impl Worker {
             );
         }
         let observed = if acted { self.observe().await } else { observed };
-        if mirror::is_static_pod(pod) {
-            self.sync_mirror(pod).await;
-        }
         self.report(pod, &observed, false).await;
         actions.next_check
     }
@@ -596,7 +614,7 @@ impl Worker {
             acted = true;
             self.k
                 .recorder
-                .record(&pod_ref(pod), EventType::Normal, "Killing", &k.message)
+                .record(&self.event_ref(pod), EventType::Normal, "Killing", &k.message)
                 .await;
             let _ = self.k.runtime.stop_container(&k.id, grace_of(pod), None).await;
         }
@@ -614,7 +632,12 @@ impl Worker {
                     let msg = format!("Failed to create pod sandbox: {e}");
                     self.k
                         .recorder
-                        .record(&pod_ref(pod), EventType::Warning, "FailedCreatePodSandBox", &msg)
+                        .record(
+                            &self.event_ref(pod),
+                            EventType::Warning,
+                            "FailedCreatePodSandBox",
+                            &msg,
+                        )
                         .await;
                     return acted;
                 }
@@ -702,7 +725,7 @@ impl Worker {
         sandbox: &ObservedSandbox,
         observed: &ObservedPod,
     ) {
-        let r = pod_ref(pod);
+        let r = self.event_ref(pod);
         let image = c.image.clone().unwrap_or_default();
         let policy = PullPolicy::from_api(c.image_pull_policy.as_deref(), &image);
         let pull_key = image_pull_key(&self.uid, &image);
@@ -937,7 +960,7 @@ impl Worker {
             let msg = format!("Stopping container {}", c.name);
             self.k
                 .recorder
-                .record(&pod_ref(pod), EventType::Normal, "Killing", &msg)
+                .record(&self.event_ref(pod), EventType::Normal, "Killing", &msg)
                 .await;
             stops.push(self.k.runtime.stop_container(&c.id, grace, None));
         }
