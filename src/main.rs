@@ -78,7 +78,7 @@ struct NodeOptions {
     #[arg(long, visible_alias = "pod-manifest-path")]
     static_pod_path: Option<PathBuf>,
     /// How often the manifest directory is listed in full, besides being watched (e.g. 2s, 20s, 1m).
-    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    #[arg(long, default_value = "20s", value_parser = parse_period)]
     file_check_frequency: Duration,
     /// URL of static pod manifests: a Pod or a PodList in YAML or JSON (http:// only).
     #[arg(long)]
@@ -87,7 +87,7 @@ struct NodeOptions {
     #[arg(long = "manifest-url-header", value_parser = parse_headers)]
     manifest_url_headers: Vec<Headers>,
     /// How often the manifest URL is fetched (e.g. 2s, 20s, 1m).
-    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    #[arg(long, default_value = "20s", value_parser = parse_period)]
     http_check_frequency: Duration,
 }
 
@@ -140,7 +140,15 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         total += value * seconds;
         rest = &rest[unit_len..];
     }
-    Ok(Duration::from_secs_f64(total))
+    Duration::try_from_secs_f64(total).map_err(|_| bad())
+}
+
+/// A check period: a duration greater than zero (zero would poll without pause).
+fn parse_period(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err(format!("{s:?}: the period must be greater than 0")),
+        d => Ok(d),
+    }
 }
 
 #[derive(Args, Clone)]
@@ -345,6 +353,7 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match cli.command {
         Command::Version => {
@@ -374,9 +383,11 @@ mod tests {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        for bad in ["", "20", "s", "2x", "1m30"] {
+        for bad in ["", "20", "s", "2x", "1m30", "99999999999999999999h"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
+        assert!(parse_period("0s").is_err());
+        assert_eq!(parse_period("2s"), Ok(Duration::from_secs(2)));
     }
 
     #[test]

@@ -545,6 +545,56 @@ fn editing_a_manifest_in_place_replaces_the_pod_and_its_mirror() {
 }
 
 #[test]
+fn an_edited_manifests_new_pod_starts_only_after_the_old_one_has_stopped() {
+    let c = up(&[]);
+    let path = manifests(&c).join("web.yaml");
+    // The old pod ignores SIGTERM, so stopping it takes its whole grace period (3 s).
+    let slow = format!(
+        "{}  terminationGracePeriodSeconds: 3\n",
+        manifest("web", &["sleep", "--ignore-sigterm"])
+    );
+    fs::write(&path, slow).unwrap();
+    let old = annotation(&running_mirror(&c, "web-n1"), CONFIG_HASH).to_string();
+    wait_pod_containers(&old, 1);
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 1;
+    save_by_rename(&path, &manifest("web", SLEEP));
+    let mirror = c.wait_json(&["pod", "web-n1"], WAIT, |p| {
+        !annotation(p, CONFIG_HASH).is_empty() && annotation(p, CONFIG_HASH) != old && phase(p) == "Running"
+    });
+    let new = annotation(&mirror, CONFIG_HASH).to_string();
+    // Docker's own event order: every container of the old pod died before the first of the new was made.
+    let out = Command::new("docker")
+        .args(["events", "--since", &since.to_string(), "--until", "0s"])
+        .args([
+            "--filter",
+            &format!("label={LABEL_CLUSTER}={}", cluster_id(&c.data_dir)),
+        ])
+        .args([
+            "--format",
+            &format!("{{{{.Action}}}} {{{{index .Actor.Attributes \"{LABEL_POD_UID}\"}}}}"),
+        ])
+        .output()
+        .unwrap();
+    let events: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    let last_old_death = events.iter().rposition(|e| *e == format!("die {old}"));
+    let first_new_create = events.iter().position(|e| *e == format!("create {new}"));
+    let (Some(died), Some(created)) = (last_old_death, first_new_create) else {
+        panic!("missing events in {events:#?}")
+    };
+    assert!(
+        died < created,
+        "the new pod started while the old one was stopping: {events:#?}"
+    );
+}
+
+#[test]
 fn removing_a_manifest_stops_its_containers_and_deletes_its_mirror_pod() {
     let c = up(&[]);
     let path = manifests(&c).join("web.yaml");

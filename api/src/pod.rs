@@ -2258,12 +2258,41 @@ fn quantity_value(errs: &mut Errs, p: &str, name: &str, q: &Quantity) -> Option<
 /// upstream `updatablePodSpecFields`, joined with "," as upstream does.
 const UPDATABLE_POD_SPEC_FIELDS: &str = "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
 
-/// upstream `ValidatePodUpdate`: metadata update rules, the new pod must be valid, and the spec may only
+/// Upstream's `ValidatePodSpecificAnnotationUpdates`: the mirror pod annotation
+/// (`kubernetes.io/config.mirror`) may not be added, removed or changed, so a pod never turns into a mirror
+/// pod or back.
+fn validate_mirror_annotation_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
+    const MIRROR: &str = "kubernetes.io/config.mirror";
+    let empty = BTreeMap::new();
+    let new_a = new.metadata.annotations.as_ref().unwrap_or(&empty);
+    let old_a = old.metadata.annotations.as_ref().unwrap_or(&empty);
+    let mut errs = Vec::new();
+    for (k, v) in old_a {
+        if k.starts_with(MIRROR) && new_a.get(k) != Some(v) {
+            errs.push(FieldError::forbidden(
+                format!("metadata.annotations[{k}]"),
+                "may not remove or update mirror pod annotation",
+            ));
+        }
+    }
+    for k in new_a.keys() {
+        if k.starts_with(MIRROR) && !old_a.contains_key(k) {
+            errs.push(FieldError::forbidden(
+                format!("metadata.annotations[{k}]"),
+                "may not add mirror pod annotation",
+            ));
+        }
+    }
+    errs
+}
+
+/// upstream `ValidatePodUpdate`: metadata update rules, the mirror pod annotation fixed, the new pod must be valid, and the spec may only
 /// change in images, activeDeadlineSeconds (set, or lowered), tolerations (additions), scheduling gates
 /// (removals) and a negative grace period going to 1.
 pub fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
     let mut errs = validate_object_meta_update(&new.metadata, &old.metadata);
     errs.extend(validate_pod_metadata_and_spec(new));
+    errs.extend(validate_mirror_annotation_update(new, old));
     let empty = PodSpec::default();
     let (ns, os) = (
         new.spec.as_ref().unwrap_or(&empty),
@@ -3307,5 +3336,33 @@ mod tests {
                 "spec.containers[0].image: Required value"
             ]
         );
+    }
+
+    #[test]
+    fn the_mirror_pod_annotation_may_not_be_added_removed_or_changed() {
+        let key = "kubernetes.io/config.mirror";
+        let with = |v: Option<&str>| {
+            let mut p = stored();
+            let a = p.metadata.annotations.get_or_insert_with(Default::default);
+            a.remove(key);
+            if let Some(v) = v {
+                a.insert(key.to_string(), v.to_string());
+            }
+            p
+        };
+        let path = "metadata.annotations[kubernetes.io/config.mirror]: Forbidden";
+        let added = messages(&validate_pod_update(&with(Some("h")), &with(None)));
+        assert_eq!(added, [format!("{path}: may not add mirror pod annotation")]);
+        let removed = messages(&validate_pod_update(&with(None), &with(Some("h"))));
+        assert_eq!(
+            removed,
+            [format!("{path}: may not remove or update mirror pod annotation")]
+        );
+        let changed = messages(&validate_pod_update(&with(Some("x")), &with(Some("h"))));
+        assert_eq!(
+            changed,
+            [format!("{path}: may not remove or update mirror pod annotation")]
+        );
+        assert!(validate_pod_update(&with(Some("h")), &with(Some("h"))).is_empty());
     }
 }

@@ -27,6 +27,9 @@ pub enum PodOp {
     Update(Box<Pod>),
     /// The pod with this UID is gone from its source: stop it.
     Remove(String),
+    /// A pod not taken because another source already has a pod of that name and namespace (upstream's
+    /// `FailedValidation ... duplicate pod name`, across sources): the message says which.
+    Rejected(String),
 }
 
 /// Every static source's pods, by UID.
@@ -70,6 +73,20 @@ impl PodConfig {
         let mut ops = Vec::new();
         for mut pod in snapshot {
             let uid = pod.metadata.uid.clone().unwrap_or_default();
+            let name = full_name(&pod);
+            let taken = self
+                .pods
+                .iter()
+                .find(|(_, pods)| pods.values().any(|p| full_name(p) == name))
+                .map(|(other, _)| *other);
+            if let Some(other) = taken {
+                ops.push(PodOp::Rejected(format!(
+                    "error validating pod {name}({uid}) from {source} due to duplicate pod name {:?} \
+                     (already from {other}), ignoring",
+                    pod.metadata.name.as_deref().unwrap_or_default(),
+                )));
+                continue;
+            }
             let annotations = pod.metadata.annotations.get_or_insert_with(Default::default);
             annotations.insert(CONFIG_SOURCE_ANNOTATION.to_string(), source.to_string());
             match old.get(&uid) {
@@ -100,6 +117,15 @@ impl PodConfig {
 /// Upstream's `config.seen` format, `2006-01-02T15:04:05.000000000Z07:00`: nanoseconds, always nine digits.
 pub fn seen_stamp(now: Timestamp) -> String {
     now.strftime("%Y-%m-%dT%H:%M:%S.%9fZ").to_string()
+}
+
+/// `<name>_<namespace>`, upstream's pod full name.
+fn full_name(pod: &Pod) -> String {
+    format!(
+        "{}_{}",
+        pod.metadata.name.as_deref().unwrap_or_default(),
+        pod.metadata.namespace.as_deref().unwrap_or_default()
+    )
 }
 
 fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
@@ -152,6 +178,7 @@ mod tests {
                 PodOp::Add(p) => format!("add {}", p.metadata.uid.as_deref().unwrap()),
                 PodOp::Update(p) => format!("update {}", p.metadata.uid.as_deref().unwrap()),
                 PodOp::Remove(uid) => format!("remove {uid}"),
+                PodOp::Rejected(msg) => format!("rejected {msg}"),
             })
             .collect()
     }
@@ -222,6 +249,25 @@ mod tests {
         assert!(c.contains("a"));
         assert_eq!(uids(&c.merge("file", vec![], now())), ["remove a"]);
         assert!(c.contains("h"));
+    }
+
+    #[test]
+    fn a_name_another_source_has_is_rejected() {
+        let mut c = PodConfig::new(&["file", "http"]);
+        c.merge("file", vec![pod("a", "i")], now());
+        let mut same_name = pod("h", "i");
+        same_name.metadata.name = Some("p-a".into());
+        let ops = c.merge("http", vec![same_name, pod("b", "i")], now());
+        assert_eq!(ops.len(), 2, "{ops:?}");
+        let PodOp::Rejected(msg) = &ops[0] else {
+            panic!("{ops:?}")
+        };
+        assert!(
+            msg.contains("duplicate pod name \"p-a\"") && msg.contains("from file"),
+            "{msg}"
+        );
+        assert_eq!(uids(&ops[1..]), ["add b"]);
+        assert!(!c.contains("h"));
     }
 
     #[test]

@@ -28,6 +28,9 @@ impl EventType {
     }
 }
 
+/// How many distinct events a recorder remembers for aggregation.
+const MAX_REMEMBERED: usize = 4096;
+
 /// (object uid, reason, message): what makes two events the same.
 type EventKey = (String, String, String);
 /// (event namespace, event name, count) of the event already written.
@@ -121,10 +124,13 @@ impl Recorder {
             ..Default::default()
         };
         api.create(&PostParams::default(), &event).await?;
-        self.seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, (namespace, name, 1));
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        // Aggregation is best effort: the memory of what was written is bounded (objects come and go, e.g.
+        // mirror pods get a new UID each time they are recreated); forgetting only means a new event.
+        if seen.len() >= MAX_REMEMBERED {
+            seen.clear();
+        }
+        seen.insert(key, (namespace, name, 1));
         Ok(())
     }
 }

@@ -125,6 +125,11 @@ pub struct Kubelet {
     workers: Mutex<HashMap<String, watch::Sender<Desired>>>,
     /// Mirror pods on this node, as the informer (or the last create) saw them.
     mirrors: Mutex<HashMap<PodKey, Pod>>,
+    /// Static pods being stopped, by name: a successor of the same name (an edited manifest) waits for
+    /// them, and their mirror pods are not orphans yet (upstream's `allowStaticPodStart`).
+    stopping: Mutex<HashMap<PodKey, HashSet<String>>>,
+    /// A housekeeping pass is running.
+    housekeeping: std::sync::atomic::AtomicBool,
 }
 
 impl Kubelet {
@@ -139,6 +144,8 @@ impl Kubelet {
             recorder,
             workers: Mutex::new(HashMap::new()),
             mirrors: Mutex::new(HashMap::new()),
+            stopping: Mutex::new(HashMap::new()),
+            housekeeping: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -186,7 +193,7 @@ impl Kubelet {
                 },
                 _ = housekeeping.tick() => {
                     if state.api_synced && state.config.seen_all() {
-                        self.delete_orphaned_mirrors(&state.config).await;
+                        self.start_housekeeping(&state.config);
                     }
                 }
             }
@@ -194,7 +201,8 @@ impl Kubelet {
                 state.orphans_cleaned = true;
                 let mut keep = state.listed.clone();
                 keep.extend(state.config.pods().filter_map(|p| p.metadata.uid.clone()));
-                self.clean_orphans(&keep).await;
+                let me = self.clone();
+                tokio::spawn(async move { me.clean_orphans(&keep).await });
             }
         }
     }
@@ -224,12 +232,12 @@ impl Kubelet {
                 let gone: Vec<String> = {
                     let w = self.workers.lock().unwrap_or_else(|e| e.into_inner());
                     w.keys()
-                        .filter(|uid| !state.listed.contains(*uid) && !state.config.contains(uid))
+                        .filter(|uid| !state.listed.contains(*uid))
                         .cloned()
                         .collect()
                 };
                 for uid in gone {
-                    self.tell(&uid, Desired::Gone);
+                    self.api_pod_gone(&uid);
                 }
                 state.api_synced = true;
             }
@@ -239,10 +247,7 @@ impl Kubelet {
                 self.forget_mirror(&pod_key(&pod), pod.metadata.uid.as_deref().unwrap_or_default());
             }
             Ok(watcher::Event::Delete(pod)) => {
-                let uid = pod.metadata.uid.clone().unwrap_or_default();
-                if !state.config.contains(&uid) {
-                    self.tell(&uid, Desired::Gone);
-                }
+                self.api_pod_gone(pod.metadata.uid.as_deref().unwrap_or_default());
             }
             Err(e) => tracing::warn!(error = %e, "pod informer"),
         }
@@ -256,25 +261,38 @@ impl Kubelet {
     ) {
         match update {
             SourceUpdate::Snapshot { source, pods } => {
-                for op in config.merge(source, pods, Timestamp::now()) {
+                let ops = config.merge(source, pods, Timestamp::now());
+                // Removals first, so a replaced pod's name is marked as stopping before its successor starts.
+                for op in &ops {
+                    if let PodOp::Remove(uid) = op {
+                        self.remove_static(uid);
+                    }
+                }
+                for op in ops {
                     match op {
                         PodOp::Add(pod) | PodOp::Update(pod) => self.dispatch(*pod, cancel),
-                        PodOp::Remove(uid) => self.tell(&uid, Desired::Removed),
+                        PodOp::Rejected(message) => {
+                            tracing::warn!(%message, "static pod skipped");
+                            self.node_warning(message);
+                        }
+                        PodOp::Remove(_) => {}
                     }
                 }
             }
-            // The source has logged it; the Node gets a Warning event (best effort, never blocking the loop).
-            SourceUpdate::Invalid { origin, error, .. } => {
-                let recorder = self.recorder.clone();
-                let node = node_ref(&self.cfg.node_name);
-                let message = format!("{origin}: {error}");
-                tokio::spawn(async move {
-                    recorder
-                        .record(&node, EventType::Warning, "FailedValidation", &message)
-                        .await;
-                });
-            }
+            // The source has logged it.
+            SourceUpdate::Invalid { origin, error, .. } => self.node_warning(format!("{origin}: {error}")),
         }
+    }
+
+    /// A `FailedValidation` Warning event on the Node: best effort, never blocking the loop.
+    fn node_warning(&self, message: String) {
+        let recorder = self.recorder.clone();
+        let node = node_ref(&self.cfg.node_name);
+        tokio::spawn(async move {
+            recorder
+                .record(&node, EventType::Warning, "FailedValidation", &message)
+                .await;
+        });
     }
 
     /// Keeps the newer of two mirror pods of one name: a stale informer event never replaces a mirror the
@@ -316,15 +334,30 @@ impl Kubelet {
             .cloned()
     }
 
-    /// Housekeeping: mirror pods on this node whose static pod is gone (upstream's orphan mirror cleanup,
-    /// grace 0, no precondition).
-    async fn delete_orphaned_mirrors(&self, config: &PodConfig) {
+    /// Starts a housekeeping pass unless one is still running, off the main loop (it talks to the API
+    /// server).
+    fn start_housekeeping(self: &Arc<Self>, config: &PodConfig) {
+        use std::sync::atomic::Ordering;
+        if self.housekeeping.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let statics: HashSet<PodKey> = config.pods().map(pod_key).collect();
+        let me = self.clone();
+        tokio::spawn(async move {
+            me.delete_orphaned_mirrors(&statics).await;
+            me.housekeeping.store(false, Ordering::Release);
+        });
+    }
+
+    /// Housekeeping: mirror pods on this node whose static pod is gone and done stopping (upstream's orphan
+    /// mirror cleanup, grace 0, no precondition).
+    async fn delete_orphaned_mirrors(&self, statics: &HashSet<PodKey>) {
         let orphans: Vec<Pod> = {
+            let stopping = self.stopping.lock().unwrap_or_else(|e| e.into_inner());
             let mirrors = self.mirrors.lock().unwrap_or_else(|e| e.into_inner());
             mirrors
                 .iter()
-                .filter(|(key, _)| !statics.contains(*key))
+                .filter(|(key, _)| !statics.contains(*key) && !stopping.contains_key(*key))
                 .map(|(_, m)| m.clone())
                 .collect()
         };
@@ -339,10 +372,49 @@ impl Kubelet {
         }
     }
 
-    fn tell(&self, uid: &str, d: Desired) {
-        if let Some(tx) = self.workers.lock().unwrap_or_else(|e| e.into_inner()).get(uid) {
-            tx.send_replace(d);
+    /// An API pod left the API server. Static pods' workers are never told (the same UID cannot be both).
+    fn api_pod_gone(&self, uid: &str) {
+        let workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = workers.get(uid) {
+            let api = matches!(&*tx.borrow(), Desired::Pod(p) if !mirror::is_static_pod(p));
+            if api {
+                tx.send_replace(Desired::Gone);
+            }
         }
+    }
+
+    /// A static pod left its source: its name is marked as stopping, and its worker told.
+    fn remove_static(&self, uid: &str) {
+        let workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(tx) = workers.get(uid) else { return };
+        let key = match &*tx.borrow() {
+            Desired::Pod(p) => Some(pod_key(p)),
+            _ => None,
+        };
+        if let Some(key) = key {
+            let mut stopping = self.stopping.lock().unwrap_or_else(|e| e.into_inner());
+            stopping.entry(key).or_default().insert(uid.to_string());
+        }
+        tx.send_replace(Desired::Removed);
+    }
+
+    /// The static pod `uid` has stopped: its name is free.
+    fn stopped_static(&self, key: &PodKey, uid: &str) {
+        let mut stopping = self.stopping.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(uids) = stopping.get_mut(key) {
+            uids.remove(uid);
+            if uids.is_empty() {
+                stopping.remove(key);
+            }
+        }
+    }
+
+    /// Whether another static pod of this name is still stopping.
+    fn name_in_use(&self, key: &PodKey, uid: &str) -> bool {
+        let stopping = self.stopping.lock().unwrap_or_else(|e| e.into_inner());
+        stopping
+            .get(key)
+            .is_some_and(|uids| uids.iter().any(|u| u != uid))
     }
 
     fn dispatch(self: &Arc<Self>, pod: Pod, cancel: &CancellationToken) {
@@ -445,10 +517,14 @@ impl Worker {
                     return;
                 }
                 Desired::Removed => {
-                    if let Some(pod) = self.last_pod.take() {
-                        self.stop_static(&pod).await;
+                    let pod = self.last_pod.take();
+                    if let Some(pod) = &pod {
+                        self.stop_static(pod).await;
                     }
                     self.remove_everything().await;
+                    if let Some(pod) = &pod {
+                        self.k.stopped_static(&pod_key(pod), &self.uid);
+                    }
                     return;
                 }
                 Desired::Pod(p) => *p,
@@ -460,7 +536,7 @@ impl Worker {
                     pod.metadata.name.clone().unwrap_or_default(),
                 ));
             }
-            if pod.metadata.deletion_timestamp.is_some() {
+            if pod.metadata.deletion_timestamp.is_some() && !mirror::is_static_pod(&pod) {
                 self.terminate(&pod).await;
                 // Wait until the API server confirms the pod is gone, then clean up.
                 loop {
@@ -579,6 +655,10 @@ impl Worker {
 
     /// One pass: plan, act, report. Returns when to look again at the latest.
     async fn sync(&mut self, pod: &Pod) -> Option<Timestamp> {
+        // A static pod waits for the one it replaces (same name, older manifest) to stop.
+        if mirror::is_static_pod(pod) && self.k.name_in_use(&pod_key(pod), &self.uid) {
+            return None;
+        }
         // Upstream reconciles the mirror pod first in SyncPod, before anything starts. Bounded, so an API
         // server that does not answer never holds up a static pod.
         if mirror::is_static_pod(pod) {

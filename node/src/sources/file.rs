@@ -17,9 +17,10 @@ use super::{FILE_SOURCE, MAX_MANIFEST_BYTES, SourceUpdate, StaticPod, dedupe, pr
 /// How long to wait after a change before re-listing, so a burst of events (an editor's save) is one scan.
 const SETTLE: Duration = Duration::from_millis(100);
 
-/// Runs the file source on `dir` until `cancel` fires or the receiver of `tx` is gone. Sends a snapshot at
-/// start (empty when `dir` does not exist) and after every change of the set of pods, and an
-/// [`SourceUpdate::Invalid`] once for each distinct error of a file.
+/// Runs the file source on `dir` (a directory, or a single manifest file) until `cancel` fires or the
+/// receiver of `tx` is gone. Sends a snapshot at start (empty when `dir` does not exist) and after every
+/// change of the set of pods, and an [`SourceUpdate::Invalid`] once for each distinct error of a file. A
+/// path that exists but cannot be read keeps the pods as they are (logged once).
 pub async fn run(
     dir: PathBuf,
     node_name: String,
@@ -31,21 +32,37 @@ pub async fn run(
     let (events_tx, mut events) = mpsc::channel::<()>(1);
     let mut watcher: Option<RecommendedWatcher> = None;
     let mut state = State::default();
+    let mut unreadable: Option<String> = None;
     loop {
         let listing = {
             let (dir, node) = (dir.clone(), node_name.clone());
             tokio::task::spawn_blocking(move || scan(&dir, &node))
                 .await
-                .ok()
-                .flatten()
+                .unwrap_or_else(|e| Listing::Unreadable(e.to_string()))
         };
-        match &listing {
-            // Lost with the directory; watched again once it is back.
-            None => watcher = None,
-            Some(_) if watcher.is_none() => watcher = watch(&dir, events_tx.clone()),
-            Some(_) => {}
-        }
-        for update in state.apply(listing.unwrap_or_default()) {
+        let files = match listing {
+            // Upstream: a path that does not exist holds no pods; it is watched again once it is back.
+            Listing::Missing => {
+                watcher = None;
+                Some(Vec::new())
+            }
+            // Any other failure keeps the pods as they are: a passing EMFILE must not kill them.
+            Listing::Unreadable(error) => {
+                if unreadable.as_ref() != Some(&error) {
+                    tracing::warn!(path = %dir.display(), %error, "static pod path cannot be read, keeping its pods");
+                    unreadable = Some(error);
+                }
+                None
+            }
+            Listing::Files { files, watch_dir } => {
+                unreadable = None;
+                if watcher.is_none() {
+                    watcher = watch(&watch_dir, events_tx.clone());
+                }
+                Some(files)
+            }
+        };
+        for update in files.map(|f| state.apply(f)).unwrap_or_default() {
             if tx.send(update).await.is_err() {
                 return;
             }
@@ -83,14 +100,45 @@ fn watch(dir: &Path, events: mpsc::Sender<()>) -> Option<RecommendedWatcher> {
     }
 }
 
-/// Lists `dir` and parses its files, sorted by name. `None` when the directory cannot be read.
-fn scan(dir: &Path, node_name: &str) -> Option<Vec<(String, Result<Pod, String>)>> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) => {
-            tracing::debug!(dir = %dir.display(), error = %e, "static pod directory cannot be read");
-            return None;
+/// What a scan of the static pod path found.
+enum Listing {
+    /// The path does not exist.
+    Missing,
+    /// The path cannot be read.
+    Unreadable(String),
+    /// Each file (the path itself, when it is a file) and its pod or error, sorted by name; and the
+    /// directory to watch.
+    Files {
+        files: Vec<(String, Result<Pod, String>)>,
+        watch_dir: PathBuf,
+    },
+}
+
+/// Reads the static pod path: a directory's files, or the path itself when it is a file (as upstream).
+fn scan(path: &Path, node_name: &str) -> Listing {
+    let read = |file: &Path| {
+        let origin = file.to_string_lossy().into_owned();
+        let pod = read_limited(file)
+            .and_then(|bytes| super::parse_single_pod(&bytes))
+            .and_then(|pod| prepare(pod, node_name, FILE_SOURCE, &origin));
+        (origin, pod)
+    };
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Listing::Missing,
+        Err(e) => return Listing::Unreadable(e.to_string()),
+        // A single manifest: its directory is watched, so a save by rename is seen too.
+        Ok(m) if m.is_file() => {
+            return Listing::Files {
+                files: vec![read(path)],
+                watch_dir: path.parent().unwrap_or(path).to_path_buf(),
+            };
         }
+        Ok(_) => {}
+    }
+    let entries = match std::fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Listing::Missing,
+        Err(e) => return Listing::Unreadable(e.to_string()),
     };
     let mut paths: Vec<PathBuf> = entries
         .filter_map(Result::ok)
@@ -98,25 +146,20 @@ fn scan(dir: &Path, node_name: &str) -> Option<Vec<(String, Result<Pod, String>)
         .map(|e| e.path())
         .collect();
     paths.sort();
-    let mut out = Vec::new();
-    for path in paths {
+    let mut files = Vec::new();
+    for file in paths {
         // Follows symlinks, as upstream's os.Stat.
-        match std::fs::metadata(&path) {
-            Ok(m) if m.is_file() => {}
-            Ok(_) => {
-                tracing::debug!(path = %path.display(), "not a regular file, skipped");
-                continue;
-            }
+        match std::fs::metadata(&file) {
+            Ok(m) if m.is_file() => files.push(read(&file)),
+            Ok(_) => tracing::debug!(path = %file.display(), "not a regular file, skipped"),
             // Gone since the listing.
-            Err(_) => continue,
+            Err(_) => {}
         }
-        let origin = path.to_string_lossy().into_owned();
-        let pod = read_limited(&path)
-            .and_then(|bytes| super::parse_single_pod(&bytes))
-            .and_then(|pod| prepare(pod, node_name, FILE_SOURCE, &origin));
-        out.push((origin, pod));
     }
-    Some(out)
+    Listing::Files {
+        files,
+        watch_dir: path.to_path_buf(),
+    }
 }
 
 fn read_limited(path: &Path) -> Result<Vec<u8>, String> {
@@ -348,6 +391,22 @@ mod tests {
         let expected = super::super::parse_single_pod(manifest("a", "nginx").as_bytes()).unwrap();
         let expected = prepare(expected, "node1", FILE_SOURCE, &origin.to_string_lossy()).unwrap();
         assert_eq!(*pod, expected);
+        cancel.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_single_file_path_is_one_manifest_and_its_rename_over_save_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("only.yaml");
+        std::fs::write(&path, manifest("only", "nginx:1")).unwrap();
+        std::fs::write(dir.path().join("other.yaml"), manifest("other", "nginx:1")).unwrap();
+        let (mut rx, cancel) = start(&path, HOUR);
+        let (first, _) = until_snapshot(&mut rx, SECOND, |_| true).await;
+        assert_eq!(names(&first), ["only-node1"], "only the file itself is read");
+        let tmp = dir.path().join(".only.yaml.swp");
+        std::fs::write(&tmp, manifest("only", "nginx:2")).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+        until_snapshot(&mut rx, SECOND, |p| image(p, "only-node1") == "nginx:2").await;
         cancel.cancel();
     }
 

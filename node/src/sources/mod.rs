@@ -6,7 +6,7 @@
 //! order: the API server's scheme defaulting (`api::pod::default_pod_scheme`, shared with the API server),
 //! the static defaults of upstream's `applyDefaults` ([`apply_static_defaults`]), then `ValidatePodCreate`
 //! (`api::pod::validate_pod_create`). A source holds no two pods with the same name and namespace
-//! ([`validate`]).
+//! (`dedupe`).
 
 use std::collections::HashSet;
 
@@ -123,6 +123,9 @@ pub fn apply_static_defaults(pod: &mut Pod, node_name: &str, source: &str, origi
 /// static defaults ([`apply_static_defaults`]), then the API server's create validation. The error lists
 /// every invalid field, as the API server's 422 message does.
 pub fn prepare(mut pod: Pod, node_name: &str, source: &str, origin: &str) -> Result<Pod, String> {
+    // As the API server on create: a manifest copied from `kubectl get -o yaml` may carry these.
+    pod.metadata.deletion_timestamp = None;
+    pod.metadata.deletion_grace_period_seconds = None;
     api::pod::default_pod_scheme(&mut pod);
     apply_static_defaults(&mut pod, node_name, source, origin);
     let errors = api::pod::validate_pod_create(&pod);
@@ -229,18 +232,9 @@ fn check_name(pod: &Pod) -> Result<(), String> {
     }
 }
 
-/// Drops every pod whose name and namespace an earlier pod already has (upstream's `filterInvalidPods`).
-/// Returns the pods kept and, for each pod dropped, its `<name>_<namespace>` and upstream's
-/// `FailedValidation` message (`... due to duplicate pod name ...`).
-pub fn validate(pods: Vec<Pod>) -> (Vec<Pod>, Vec<(String, String)>) {
-    let (kept, dropped) = dedupe(pods, |p| p);
-    let dropped = dropped
-        .into_iter()
-        .map(|(pod, msg)| (full_name(&pod), msg))
-        .collect();
-    (kept, dropped)
-}
-
+/// Drops every item whose pod's name and namespace an earlier one already has (upstream's
+/// `filterInvalidPods`). Returns the items kept and, for each dropped, upstream's `FailedValidation`
+/// message (`... due to duplicate pod name ...`).
 pub(crate) fn dedupe<T>(items: Vec<T>, pod: impl Fn(&T) -> &Pod) -> (Vec<T>, Vec<(T, String)>) {
     let mut names = HashSet::new();
     let (mut kept, mut dropped) = (Vec::new(), Vec::new());
@@ -405,16 +399,16 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn validate_rejects_second_pod_with_same_name_and_namespace() {
+    fn dedupe_rejects_second_pod_with_same_name_and_namespace() {
         let a1 = defaulted(&manifest("a", "one"), "n", FILE_SOURCE, "/m/1");
         let a2 = defaulted(&manifest("a", "two"), "n", FILE_SOURCE, "/m/2");
         let b = defaulted(&manifest("b", "one"), "n", FILE_SOURCE, "/m/3");
         let mut other_ns = defaulted(&manifest("a", "one"), "n", FILE_SOURCE, "/m/4");
         other_ns.metadata.namespace = Some("other".to_string());
-        let (kept, dropped) = validate(vec![a1.clone(), a2, b.clone(), other_ns.clone()]);
+        let (kept, dropped) = dedupe(vec![a1.clone(), a2.clone(), b.clone(), other_ns.clone()], |p| p);
         assert_eq!(kept, vec![a1, b, other_ns]);
         assert_eq!(dropped.len(), 1);
-        assert_eq!(dropped[0].0, "a-n_default");
+        assert_eq!(dropped[0].0, a2);
         assert!(
             dropped[0].1.contains("due to duplicate pod name \"a-n\""),
             "{}",
