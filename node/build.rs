@@ -18,9 +18,13 @@ fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("pause");
     // cc picks the C compiler for the target (CC, CC_<target>, cross toolchains); it builds libraries, not
     // executables, so we only borrow its compiler and link the program ourselves.
+    // The same flags in every cargo profile: the binary (and so the image) must not differ between a debug
+    // and a release build, or each would rebuild the image the other made.
     let compiler = cc::Build::new()
         .cargo_metadata(false)
         .warnings(true)
+        .debug(false)
+        .opt_level_str("s")
         .get_compiler();
     let mut cmd = compiler.to_command();
     cmd.args(["-static", "-Os", "-s", "-Wall", "-Wextra", "-o"])

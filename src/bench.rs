@@ -388,6 +388,69 @@ async fn docker_pod(docker: &node::runtime::docker::DockerRuntime, name: &str) -
 
 /// Pod start-up: from the create request to Ready seen through a watch, for pods created one after another
 /// and all at once; the baseline is Docker creating and starting the same pause and app containers itself.
+/// Static pods, one after another: a manifest written into the manifest directory, to its mirror pod Ready
+/// seen by a watch (the file watch settles for 100 ms before the directory is read).
+async fn static_pod_startup(
+    pods: &Api<Pod>,
+    manifests: &Path,
+    n: usize,
+    baseline: Duration,
+) -> anyhow::Result<()> {
+    use node::runtime::docker::DEFAULT_PAUSE_IMAGE;
+    let node = node::agent::default_node_name();
+    let mut lat = Vec::new();
+    for i in 0..n {
+        let name = format!("st{i:03}");
+        let mirror = format!("{name}-{node}");
+        let rv = pods
+            .list(&Default::default())
+            .await?
+            .metadata
+            .resource_version
+            .unwrap_or_default();
+        let mut stream = pods.watch(&WatchParams::default(), &rv).await?.boxed();
+        let manifest = json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "app", "image": DEFAULT_PAUSE_IMAGE}]}
+        });
+        let t = Instant::now();
+        std::fs::write(manifests.join(format!("{name}.json")), manifest.to_string())?;
+        let ready = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(Ok(ev)) = stream.next().await {
+                if let WatchEvent::Added(p) | WatchEvent::Modified(p) = ev
+                    && p.metadata.name.as_deref() == Some(mirror.as_str())
+                    && p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                {
+                    return Some(t.elapsed());
+                }
+            }
+            None
+        })
+        .await?;
+        lat.push(ready.context("watch ended")?);
+    }
+    let median = stats(
+        "kubeling static pods, manifest written to mirror pod Ready seen by a watch, one after another",
+        lat,
+    );
+    println!(
+        "  median ratio to Docker directly (one after another): {:.2} (includes the 100 ms file-watch settle)",
+        median.as_secs_f64() / baseline.as_secs_f64()
+    );
+    for i in 0..n {
+        let _ = std::fs::remove_file(manifests.join(format!("st{i:03}.json")));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !pods.list(&Default::default()).await?.items.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
 async fn pod_startup(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
     use node::runtime::docker::{DEFAULT_PAUSE_IMAGE, DockerRuntime};
     use node::runtime::{ContainerRuntime, ListFilter, Owner};
@@ -548,6 +611,7 @@ async fn pod_startup(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+    static_pod_startup(&pods, &dir.join("pods/manifests"), n.min(20), baseline).await?;
     drop(srv);
     // Whatever the stopped cluster left in Docker goes too.
     let cluster = std::fs::read_to_string(dir.join("pods/node/cluster-id")).unwrap_or_default();

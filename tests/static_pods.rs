@@ -567,8 +567,21 @@ fn an_edited_manifests_new_pod_starts_only_after_the_old_one_has_stopped() {
     });
     let new = annotation(&mirror, CONFIG_HASH).to_string();
     // Docker's own event order: every container of the old pod died before the first of the new was made.
+    // `--until` counts in whole seconds: two seconds ahead (the command waits for them) covers everything so
+    // far.
+    let until = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 2;
     let out = Command::new("docker")
-        .args(["events", "--since", &since.to_string(), "--until", "0s"])
+        .args([
+            "events",
+            "--since",
+            &since.to_string(),
+            "--until",
+            &until.to_string(),
+        ])
         .args([
             "--filter",
             &format!("label={LABEL_CLUSTER}={}", cluster_id(&c.data_dir)),
