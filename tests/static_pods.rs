@@ -468,7 +468,8 @@ fn kubectl_logs_exec_and_describe_on_the_mirror_pod_reach_the_static_pod() {
     );
     // The hostname is the pod's name, as for any pod: the container is the static pod's.
     assert_eq!(c.ok(&["exec", "talk-n1", "--", "hostname"]).trim(), "talk-n1");
-    // The kubelet's events about the static pod are about its mirror pod, so describe shows them.
+    // The kubelet's events refer to the static pod's UID, where kubectl describe looks for a mirror pod's
+    // events (the config.mirror annotation).
     eventually(WAIT, "the static pod's events in kubectl describe", || {
         c.ok(&["describe", "pod", "talk-n1"])
             .contains("Started container main")

@@ -566,20 +566,6 @@ impl Worker {
         }
     }
 
-    /// The object a pod's events are about. For a static pod that is its mirror pod, when there is one, so
-    /// that `kubectl describe` on the mirror shows them (upstream refers to the static pod's own UID, which
-    /// the API server never has).
-    fn event_ref(&self, pod: &Pod) -> k8s_openapi::api::core::v1::ObjectReference {
-        let mut r = pod_ref(pod);
-        if mirror::is_static_pod(pod)
-            && let Some(m) = self.k.mirror_of(pod)
-        {
-            r.uid = m.metadata.uid;
-            r.resource_version = m.metadata.resource_version;
-        }
-        r
-    }
-
     async fn observe(&self) -> ObservedPod {
         let out = self.observe_runtime().await;
         // Publish the newest and previous instance of each container for logs and exec.
@@ -694,7 +680,7 @@ impl Worker {
             acted = true;
             self.k
                 .recorder
-                .record(&self.event_ref(pod), EventType::Normal, "Killing", &k.message)
+                .record(&pod_ref(pod), EventType::Normal, "Killing", &k.message)
                 .await;
             let _ = self.k.runtime.stop_container(&k.id, grace_of(pod), None).await;
         }
@@ -712,12 +698,7 @@ impl Worker {
                     let msg = format!("Failed to create pod sandbox: {e}");
                     self.k
                         .recorder
-                        .record(
-                            &self.event_ref(pod),
-                            EventType::Warning,
-                            "FailedCreatePodSandBox",
-                            &msg,
-                        )
+                        .record(&pod_ref(pod), EventType::Warning, "FailedCreatePodSandBox", &msg)
                         .await;
                     return acted;
                 }
@@ -805,7 +786,7 @@ impl Worker {
         sandbox: &ObservedSandbox,
         observed: &ObservedPod,
     ) {
-        let r = self.event_ref(pod);
+        let r = pod_ref(pod);
         let image = c.image.clone().unwrap_or_default();
         let policy = PullPolicy::from_api(c.image_pull_policy.as_deref(), &image);
         let pull_key = image_pull_key(&self.uid, &image);
@@ -1040,7 +1021,7 @@ impl Worker {
             let msg = format!("Stopping container {}", c.name);
             self.k
                 .recorder
-                .record(&self.event_ref(pod), EventType::Normal, "Killing", &msg)
+                .record(&pod_ref(pod), EventType::Normal, "Killing", &msg)
                 .await;
             stops.push(self.k.runtime.stop_container(&c.id, grace, None));
         }
@@ -1125,12 +1106,19 @@ impl Worker {
             }
         }
         let nodes: Api<Node> = Api::all(self.k.client.clone());
-        let node_uid = match nodes.get_opt(&self.k.cfg.node_name).await {
-            Ok(Some(n)) if n.metadata.deletion_timestamp.is_none() => n.metadata.uid.unwrap_or_default(),
-            Ok(_) => return,
-            Err(e) => {
-                tracing::debug!(pod = %name, error = %e, "mirror pod: cannot read the node");
-                return;
+        let node_uid = loop {
+            match nodes.get_opt(&self.k.cfg.node_name).await {
+                Ok(Some(n)) if n.metadata.deletion_timestamp.is_none() => {
+                    break n.metadata.uid.unwrap_or_default();
+                }
+                Ok(Some(_)) => return,
+                // Registering right now (a static pod read at start-up): poll, as upstream's
+                // fastStaticPodsRegistration, within the caller's bound.
+                Ok(None) => tokio::time::sleep(Duration::from_millis(100)).await,
+                Err(e) => {
+                    tracing::debug!(pod = %name, error = %e, "mirror pod: cannot read the node");
+                    return;
+                }
             }
         };
         let wanted = mirror::mirror_pod(pod, &self.k.cfg.node_name, &node_uid);
