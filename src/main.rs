@@ -81,7 +81,7 @@ struct NodeOptions {
     #[arg(long, default_value = "20s", value_parser = parse_period)]
     file_check_frequency: Duration,
     /// URL of static pod manifests: a Pod or a PodList in YAML or JSON (http:// only).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_manifest_url)]
     manifest_url: Option<String>,
     /// Header for the manifest URL's requests, `Name:Value` (repeatable; `A:1,B:2` sets two).
     #[arg(long = "manifest-url-header", value_parser = parse_headers)]
@@ -141,6 +141,15 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         rest = &rest[unit_len..];
     }
     Duration::try_from_secs_f64(total).map_err(|_| bad())
+}
+
+/// `http://host[:port]/path`: the node agent has no TLS client for the manifest URL.
+fn parse_manifest_url(s: &str) -> Result<String, String> {
+    match s.parse::<http::Uri>() {
+        Ok(uri) if uri.scheme_str() == Some("http") && uri.host().is_some() => Ok(s.to_string()),
+        Ok(_) => Err(format!("{s:?}: only http://host[:port]/path URLs are supported")),
+        Err(e) => Err(format!("{s:?}: {e}")),
+    }
 }
 
 /// A check period: a duration greater than zero (zero would poll without pause).
@@ -388,6 +397,14 @@ mod tests {
         }
         assert!(parse_period("0s").is_err());
         assert_eq!(parse_period("2s"), Ok(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn manifest_urls_are_plain_http() {
+        assert!(parse_manifest_url("http://127.0.0.1:8080/pods").is_ok());
+        assert!(parse_manifest_url("https://example.com/pods").is_err());
+        assert!(parse_manifest_url("/pods").is_err());
+        assert!(parse_manifest_url("http://").is_err());
     }
 
     #[test]
