@@ -388,6 +388,27 @@ async fn docker_pod(docker: &node::runtime::docker::DockerRuntime, name: &str) -
 
 /// Pod start-up: from the create request to Ready seen through a watch, for pods created one after another
 /// and all at once; the baseline is Docker creating and starting the same pause and app containers itself.
+/// A watch of `pods` from the current list's resourceVersion: every change after this moment.
+async fn watch_from_now(
+    pods: &Api<Pod>,
+) -> anyhow::Result<futures_util::stream::BoxStream<'static, kube::Result<WatchEvent<Pod>>>> {
+    let rv = pods
+        .list(&Default::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    Ok(pods.watch(&WatchParams::default(), &rv).await?.boxed())
+}
+
+/// Whether the pod's Ready condition is True.
+fn pod_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 /// Static pods, one after another: a manifest written into the manifest directory, to its mirror pod Ready
 /// seen by a watch (the file watch settles for 100 ms before the directory is read).
 async fn static_pod_startup(
@@ -402,13 +423,7 @@ async fn static_pod_startup(
     for i in 0..n {
         let name = format!("st{i:03}");
         let mirror = format!("{name}-{node}");
-        let rv = pods
-            .list(&Default::default())
-            .await?
-            .metadata
-            .resource_version
-            .unwrap_or_default();
-        let mut stream = pods.watch(&WatchParams::default(), &rv).await?.boxed();
+        let mut stream = watch_from_now(pods).await?;
         let manifest = json!({
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"terminationGracePeriodSeconds": 1,
@@ -420,10 +435,7 @@ async fn static_pod_startup(
             while let Some(Ok(ev)) = stream.next().await {
                 if let WatchEvent::Added(p) | WatchEvent::Modified(p) = ev
                     && p.metadata.name.as_deref() == Some(mirror.as_str())
-                    && p.status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                    && pod_ready(&p)
                 {
                     return Some(t.elapsed());
                 }
@@ -517,22 +529,12 @@ async fn pod_startup(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
     for (label, concurrent) in [("one after another", false), ("all at once", true)] {
         let prefix = if concurrent { "c" } else { "s" };
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
-        let rv = pods
-            .list(&Default::default())
-            .await?
-            .metadata
-            .resource_version
-            .unwrap_or_default();
-        let mut stream = pods.watch(&WatchParams::default(), &rv).await?.boxed();
+        let mut stream = watch_from_now(&pods).await?;
         let watch = tokio::spawn(async move {
             let mut seen = std::collections::HashSet::new();
             while let Some(Ok(ev)) = stream.next().await {
                 if let WatchEvent::Modified(p) = ev {
-                    let ready = p
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                    let ready = pod_ready(&p);
                     let name = p.metadata.name.unwrap_or_default();
                     if ready && seen.insert(name.clone()) {
                         let _ = tx.send((name, Instant::now()));

@@ -372,42 +372,7 @@ fn node_agent_alone_joins_another_api_server_and_runs_its_pods() {
     // An API server without a node agent or scheduler, then `kubeling node` pointed at its kubeconfig.
     let api = Cluster::start();
     let tmp = tempfile::tempdir().unwrap();
-    let node = Command::new(env!("CARGO_BIN_EXE_kubeling"))
-        .args(["node", "--kubeconfig"])
-        .arg(&api.kubeconfig)
-        .arg("--data-dir")
-        .arg(tmp.path())
-        .args(["--node-name", "joined"])
-        .env("KUBELING_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    struct Reap(std::process::Child, std::path::PathBuf);
-    impl Drop for Reap {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-            if let Ok(id) = std::fs::read_to_string(self.1.join("cluster-id")) {
-                let out = Command::new("docker")
-                    .args([
-                        "ps",
-                        "-aq",
-                        "--filter",
-                        &format!("label=io.kubeling.cluster={}", id.trim()),
-                    ])
-                    .output()
-                    .unwrap();
-                let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-                    .split_whitespace()
-                    .map(String::from)
-                    .collect();
-                if !ids.is_empty() {
-                    let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
-                }
-            }
-        }
-    }
-    let _reap = Reap(node, tmp.path().to_path_buf());
+    let _node = common::NodeAgent::spawn(&api.kubeconfig, tmp.path(), &["--node-name", "joined"]);
     let n = api.wait_json(&["node", "joined"], WAIT, |n| {
         n["status"]["conditions"]
             .as_array()

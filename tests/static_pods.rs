@@ -8,7 +8,7 @@ use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -245,33 +245,6 @@ fn holds_for(period: Duration, what: &str, mut ok: impl FnMut() -> bool) {
     while Instant::now() < end {
         assert!(ok(), "{what}");
         std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Kills `kubeling node` started by hand and removes the containers of its cluster (its data dir's
-/// `cluster-id`), as `Cluster`'s Drop does for the clusters it starts.
-struct Reap(std::process::Child, PathBuf);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        if let Ok(id) = fs::read_to_string(self.1.join("cluster-id")) {
-            let ids = Command::new("docker")
-                .args([
-                    "ps",
-                    "-aq",
-                    "--filter",
-                    &format!("label={LABEL_CLUSTER}={}", id.trim()),
-                ])
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                .unwrap_or_default();
-            let ids: Vec<&str> = ids.split_whitespace().collect();
-            if !ids.is_empty() {
-                let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
-            }
-        }
     }
 }
 
@@ -778,18 +751,12 @@ fn node_agent_runs_static_pods_while_its_api_server_is_down_and_mirrors_them_onc
     fs::create_dir_all(&manifests).unwrap();
     fs::write(manifests.join("web.yaml"), manifest("web", SLEEP)).unwrap();
     let node_dir = tmp.path().join("node");
-    let node = Command::new(env!("CARGO_BIN_EXE_kubeling"))
-        .args(["node", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .arg("--data-dir")
-        .arg(&node_dir)
-        .args(["--node-name", "lonely", "--static-pod-path"])
-        .arg(&manifests)
-        .env("KUBELING_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _reap = Reap(node, node_dir.clone());
+    let manifests_arg = manifests.to_str().unwrap();
+    let _node = common::NodeAgent::spawn(
+        &kubeconfig,
+        &node_dir,
+        &["--node-name", "lonely", "--static-pod-path", manifests_arg],
+    );
 
     let cluster = eventually(WAIT, "the node's cluster id", || {
         fs::read_to_string(node_dir.join("cluster-id"))

@@ -293,26 +293,64 @@ impl Drop for Cluster {
             let _ = c.kill();
             let _ = c.wait();
         }
-        // Containers this cluster made (they outlive kubeling by design): remove them by the cluster's label.
-        if let Ok(id) = std::fs::read_to_string(self.data_dir.join("node/cluster-id")) {
-            let out = Command::new("docker")
-                .args([
-                    "ps",
-                    "-aq",
-                    "--filter",
-                    &format!("label=io.kubeling.cluster={}", id.trim()),
-                ])
-                .output();
-            if let Ok(out) = out {
-                let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-                    .split_whitespace()
-                    .map(String::from)
-                    .collect();
-                if !ids.is_empty() {
-                    let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
-                }
-            }
+        // Containers this cluster made (they outlive kubeling by design).
+        remove_cluster_containers(&self.data_dir.join("node"));
+    }
+}
+
+/// Removes every container of the cluster whose node data dir is `node_dir`, by the `io.kubeling.cluster`
+/// label its `cluster-id` file gives.
+pub fn remove_cluster_containers(node_dir: &Path) {
+    let Ok(id) = std::fs::read_to_string(node_dir.join("cluster-id")) else {
+        return;
+    };
+    let filter = format!("label=io.kubeling.cluster={}", id.trim());
+    let Ok(out) = Command::new("docker")
+        .args(["ps", "-aq", "--filter", &filter])
+        .output()
+    else {
+        return;
+    };
+    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    if !ids.is_empty() {
+        let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
+    }
+}
+
+/// `kubeling node --kubeconfig K --data-dir D <args>` started by hand: killed when dropped, and its
+/// cluster's containers removed, as `Cluster`'s Drop does for the clusters it starts.
+pub struct NodeAgent {
+    child: Child,
+    data_dir: PathBuf,
+}
+
+impl NodeAgent {
+    pub fn spawn(kubeconfig: &Path, data_dir: &Path, args: &[&str]) -> NodeAgent {
+        let child = Command::new(env!("CARGO_BIN_EXE_kubeling"))
+            .args(["node", "--kubeconfig"])
+            .arg(kubeconfig)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(args)
+            .env("KUBELING_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawning kubeling node");
+        NodeAgent {
+            child,
+            data_dir: data_dir.to_path_buf(),
         }
+    }
+}
+
+impl Drop for NodeAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        remove_cluster_containers(&self.data_dir);
     }
 }
 
