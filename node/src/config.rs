@@ -16,7 +16,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::mirror::{CONFIG_MIRROR_ANNOTATION, CONFIG_SEEN_ANNOTATION};
-use crate::sources::CONFIG_SOURCE_ANNOTATION;
+use crate::sources::{CONFIG_SOURCE_ANNOTATION, full_name};
 
 /// What the pod workers are told about a static pod.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,15 +112,6 @@ impl PodConfig {
 /// Upstream's `config.seen` format, `2006-01-02T15:04:05.000000000Z07:00`: nanoseconds, always nine digits.
 pub fn seen_stamp(now: Timestamp) -> String {
     now.strftime("%Y-%m-%dT%H:%M:%S.%9fZ").to_string()
-}
-
-/// `<name>_<namespace>`, upstream's pod full name.
-fn full_name(pod: &Pod) -> String {
-    format!(
-        "{}_{}",
-        pod.metadata.name.as_deref().unwrap_or_default(),
-        pod.metadata.namespace.as_deref().unwrap_or_default()
-    )
 }
 
 fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {

@@ -262,7 +262,8 @@ pub(crate) fn dedupe<T>(items: Vec<T>, pod: impl Fn(&T) -> &Pod) -> (Vec<T>, Vec
     (kept, dropped)
 }
 
-fn full_name(pod: &Pod) -> String {
+/// `<name>_<namespace>`, upstream's pod full name.
+pub(crate) fn full_name(pod: &Pod) -> String {
     let meta = &pod.metadata;
     format!(
         "{}_{}",
