@@ -9,6 +9,7 @@ pub mod kubelet;
 pub mod lifecycle;
 pub mod mirror;
 pub mod node_status;
+mod pod_workers;
 pub mod runtime;
 pub mod scheduler;
 pub mod server;

@@ -1,0 +1,371 @@
+//! Starting a pod: its sandbox and its containers (upstream `startContainer`).
+
+use super::*;
+
+impl Worker {
+    pub(super) async fn create_sandbox(
+        &mut self,
+        pod: &Pod,
+        attempt: u32,
+    ) -> Result<ObservedSandbox, String> {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let meta = &pod.metadata;
+        let mut ports = Vec::new();
+        for c in &spec.containers {
+            for p in c.ports.iter().flatten() {
+                if let Some(hp) = p.host_port.filter(|h| *h > 0) {
+                    ports.push(PortMapping {
+                        container_port: p.container_port as u16,
+                        host_port: hp as u16,
+                        protocol: match p.protocol.as_deref() {
+                            Some("UDP") => Protocol::Udp,
+                            Some("SCTP") => Protocol::Sctp,
+                            _ => Protocol::Tcp,
+                        },
+                        host_ip: p.host_ip.clone(),
+                    });
+                }
+            }
+        }
+        let cfg = SandboxConfig {
+            pod_name: meta.name.clone().unwrap_or_default(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            uid: self.uid.clone(),
+            attempt,
+            image: self.k.cfg.pause_image.clone(),
+            hostname: Some(
+                spec.hostname
+                    .clone()
+                    .unwrap_or_else(|| meta.name.clone().unwrap_or_default()),
+            ),
+            host_network: spec.host_network.unwrap_or(false),
+            host_pid: spec.host_pid.unwrap_or(false),
+            host_ipc: spec.host_ipc.unwrap_or(false),
+            labels: meta.labels.clone().unwrap_or_default(),
+            annotations: meta.annotations.clone().unwrap_or_default(),
+            port_mappings: ports,
+            ..Default::default()
+        };
+        let id = self
+            .k
+            .runtime
+            .create_sandbox(&cfg)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.k.runtime.start(&id).await.map_err(|e| e.to_string())?;
+        let st = self.k.runtime.inspect(&id).await.map_err(|e| e.to_string())?;
+        Ok(ObservedSandbox {
+            id,
+            attempt,
+            ready: true,
+            ip: Some(st.ip_address).filter(|ip| !ip.is_empty()),
+            host_network: cfg.host_network,
+            created: st.created_at.unwrap_or_else(Timestamp::now),
+        })
+    }
+
+    pub(super) async fn start_container(
+        &mut self,
+        pod: &Pod,
+        c: &Container,
+        sandbox: &ObservedSandbox,
+        observed: &ObservedPod,
+    ) {
+        let r = pod_ref(pod);
+        let image = c.image.clone().unwrap_or_default();
+        let policy = PullPolicy::from_api(c.image_pull_policy.as_deref(), &image);
+        let pull_key = image_pull_key(&self.uid, &image);
+        let now = Timestamp::now();
+        if self.pull_backoff.is_in_backoff_since_update(&pull_key, now) {
+            let msg = format!("Back-off pulling image {image:?}");
+            self.waiting.insert(
+                c.name.clone(),
+                WaitingReason {
+                    reason: "ImagePullBackOff".into(),
+                    message: Some(msg.clone()),
+                },
+            );
+            self.k
+                .recorder
+                .record(&r, EventType::Normal, "BackOff", &msg)
+                .await;
+            return;
+        }
+        match self.k.runtime.ensure_image(&image, policy).await {
+            Ok(_) => {
+                let msg = format!("Container image {image:?} already present on machine");
+                self.k
+                    .recorder
+                    .record(&r, EventType::Normal, "Pulled", &msg)
+                    .await;
+            }
+            Err(e) => {
+                let never = matches!(policy, PullPolicy::Never);
+                let reason = if never {
+                    "ErrImageNeverPull"
+                } else {
+                    "ErrImagePull"
+                };
+                let msg = e.to_string();
+                self.pull_backoff.next(&pull_key, now, now);
+                self.waiting.insert(
+                    c.name.clone(),
+                    WaitingReason {
+                        reason: reason.into(),
+                        message: Some(msg.clone()),
+                    },
+                );
+                let text = format!("Failed to pull image {image:?}: {msg}");
+                self.k
+                    .recorder
+                    .record(&r, EventType::Warning, "Failed", &text)
+                    .await;
+                self.k
+                    .recorder
+                    .record(&r, EventType::Warning, "Failed", &format!("Error: {reason}"))
+                    .await;
+                return;
+            }
+        }
+        let restart_count = observed
+            .containers
+            .iter()
+            .filter(|o| o.name == c.name)
+            .map(|o| o.restart_count + 1)
+            .max()
+            .unwrap_or(0);
+        // Environment and volumes need the ConfigMaps and Secrets the pod refers to; a missing one is
+        // CreateContainerConfigError, retried on the next sync (never a crash).
+        let (env, mounts) = match self.container_config_inputs(pod, c, sandbox).await {
+            Ok(v) => v,
+            Err(msg) => {
+                self.container_failed(&r, &c.name, "CreateContainerConfigError", msg.to_string())
+                    .await;
+                return;
+            }
+        };
+        let spec = pod.spec.clone().unwrap_or_default();
+        let limits = c
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.clone())
+            .unwrap_or_default();
+        let cfg = ContainerConfig {
+            pod_name: pod.metadata.name.clone().unwrap_or_default(),
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            uid: self.uid.clone(),
+            name: c.name.clone(),
+            restart_count,
+            sandbox_id: sandbox.id.clone(),
+            image: image.clone(),
+            command: env.command,
+            args: env.args,
+            env: env.env,
+            mounts: mounts.binds,
+            tmpfs: mounts.tmpfs,
+            working_dir: c.working_dir.clone(),
+            resources: Resources {
+                memory_limit: limits.get("memory").and_then(|q| parse_bytes(&q.0)),
+                cpu_limit_millis: limits.get("cpu").and_then(|q| parse_millis(&q.0)),
+                // CPU shares follow the request (upstream MilliCPUToShares), defaulted from the limit.
+                cpu_request_millis: c
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.requests.as_ref())
+                    .and_then(|r| r.get("cpu"))
+                    .and_then(|q| parse_millis(&q.0))
+                    .or_else(|| limits.get("cpu").and_then(|q| parse_millis(&q.0))),
+            },
+            security: security_config(&spec, c),
+            tty: c.tty.unwrap_or(false),
+            stdin: c.stdin.unwrap_or(false),
+            share_process_namespace: spec.share_process_namespace.unwrap_or(false),
+            host_network: spec.host_network.unwrap_or(false),
+            hash: hash_container(c),
+            termination_message_path: c
+                .termination_message_path
+                .clone()
+                .unwrap_or_else(|| "/dev/termination-log".into()),
+            termination_message_policy: c
+                .termination_message_policy
+                .clone()
+                .unwrap_or_else(|| "File".into()),
+            termination_grace_period: spec.termination_grace_period_seconds,
+            ..Default::default()
+        };
+        let id = match self.k.runtime.create_container(&cfg).await {
+            Ok(id) => id,
+            Err(e) => {
+                self.container_failed(&r, &c.name, "CreateContainerError", e.to_string())
+                    .await;
+                return;
+            }
+        };
+        self.k
+            .recorder
+            .record(
+                &r,
+                EventType::Normal,
+                "Created",
+                &format!("Created container: {}", c.name),
+            )
+            .await;
+        if let Err(e) = self.k.runtime.start(&id).await {
+            self.container_failed(&r, &c.name, "RunContainerError", e.to_string())
+                .await;
+            return;
+        }
+        self.waiting.remove(&c.name);
+        self.k
+            .recorder
+            .record(
+                &r,
+                EventType::Normal,
+                "Started",
+                &format!("Started container {}", c.name),
+            )
+            .await;
+        // Keep the newest dead instance for `logs --previous`; older ones go (upstream container GC).
+        let mut dead: Vec<&ObservedContainer> = observed
+            .containers
+            .iter()
+            .filter(|o| o.name == c.name && matches!(o.state, plan::ContainerState::Exited { .. }))
+            .collect();
+        dead.sort_by_key(|o| std::cmp::Reverse(o.created));
+        for old in dead.iter().skip(1) {
+            let _ = self.k.runtime.remove_container(&old.id).await;
+        }
+    }
+
+    /// A container could not be created or started: its waiting reason and a `Failed` event say why.
+    pub(super) async fn container_failed(
+        &mut self,
+        r: &k8s_openapi::api::core::v1::ObjectReference,
+        name: &str,
+        reason: &str,
+        msg: String,
+    ) {
+        let event = format!("Error: {msg}");
+        self.waiting.insert(
+            name.to_string(),
+            WaitingReason {
+                reason: reason.into(),
+                message: Some(msg),
+            },
+        );
+        self.k
+            .recorder
+            .record(r, EventType::Warning, "Failed", &event)
+            .await;
+    }
+
+    /// Fetch the ConfigMaps and Secrets the pod refers to, set up its volumes, and resolve the container's
+    /// environment and mounts.
+    pub(super) async fn container_config_inputs(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        sandbox: &ObservedSandbox,
+    ) -> Result<(crate::env::ContainerEnv, crate::volumes::ContainerMounts), String> {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let refs = crate::env::references(pod);
+        let mut objects = crate::env::Objects::default();
+        let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(self.k.client.clone(), ns);
+        for name in &refs.config_maps {
+            if let Ok(Some(cm)) = cms.get_opt(name).await {
+                objects.insert_config_map(cm);
+            }
+        }
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(self.k.client.clone(), ns);
+        for name in &refs.secrets {
+            if let Ok(Some(s)) = secrets.get_opt(name).await {
+                objects.insert_secret(s);
+            }
+        }
+        let info = crate::env::RuntimeInfo {
+            pod_ips: sandbox.ip.iter().cloned().collect(),
+            host_ips: vec![self.k.cfg.node_ip.clone()],
+            node_allocatable: Default::default(),
+        };
+        let env = crate::env::make_environment(pod, c, &objects, &info).map_err(|e| e.to_string())?;
+        let host = crate::volumes::VolumeHost::new(&self.k.cfg.data_dir).map_err(|e| e.to_string())?;
+        let volumes = host.setup_pod(pod, &objects, &info).map_err(|e| e.to_string())?;
+        let mounts = volumes.container_mounts(c, &env.env).map_err(|e| e.to_string())?;
+        Ok((env, mounts))
+    }
+}
+
+/// The container's security settings, falling back to the pod's (upstream's effective security context).
+fn security_config(spec: &k8s_openapi::api::core::v1::PodSpec, c: &Container) -> SecurityConfig {
+    let csc = c.security_context.as_ref();
+    let psc = spec.security_context.as_ref();
+    let uid = csc
+        .and_then(|s| s.run_as_user)
+        .or(psc.and_then(|s| s.run_as_user));
+    let gid = csc
+        .and_then(|s| s.run_as_group)
+        .or(psc.and_then(|s| s.run_as_group));
+    let user = match (uid, gid) {
+        (Some(u), Some(g)) => Some(format!("{u}:{g}")),
+        (Some(u), None) => Some(u.to_string()),
+        // Docker needs a user to set a group; the image's user stays (upstream leaves it to the image).
+        (None, Some(_)) | (None, None) => None,
+    };
+    let caps = csc.and_then(|s| s.capabilities.as_ref());
+    SecurityConfig {
+        user,
+        privileged: csc.and_then(|s| s.privileged).unwrap_or(false),
+        cap_add: caps.and_then(|c| c.add.clone()).unwrap_or_default(),
+        cap_drop: caps.and_then(|c| c.drop.clone()).unwrap_or_default(),
+        readonly_rootfs: csc.and_then(|s| s.read_only_root_filesystem).unwrap_or(false),
+    }
+}
+
+/// `128Mi` → bytes (the units a memory limit uses).
+fn parse_bytes(q: &str) -> Option<i64> {
+    let units: [(&str, i64); 10] = [
+        ("Ki", 1 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+        ("k", 1_000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+        ("T", 1_000_000_000_000),
+        ("m", 0),
+        ("", 1),
+    ];
+    for (suffix, mult) in units {
+        if let Some(n) = q.strip_suffix(suffix)
+            && let Ok(v) = n.parse::<f64>()
+        {
+            return if mult == 0 {
+                Some((v / 1000.0) as i64)
+            } else {
+                Some((v * mult as f64) as i64)
+            };
+        }
+    }
+    None
+}
+
+/// `500m` or `2` → millicores.
+fn parse_millis(q: &str) -> Option<i64> {
+    match q.strip_suffix('m') {
+        Some(n) => n.parse().ok(),
+        None => q.parse::<f64>().ok().map(|v| (v * 1000.0) as i64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    pub(super) fn quantities_convert_to_docker_units() {
+        assert_eq!(parse_bytes("128Mi"), Some(128 << 20));
+        assert_eq!(parse_bytes("1G"), Some(1_000_000_000));
+        assert_eq!(parse_millis("500m"), Some(500));
+        assert_eq!(parse_millis("2"), Some(2000));
+    }
+}
