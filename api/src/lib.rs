@@ -1,9 +1,9 @@
 //! Kubernetes API rules shared by the API server and the node agent: pod defaulting (the scheme defaults,
 //! `SetDefaults_Pod` and what it contains, alone in [`pod::default_pod_scheme`] as the kubelet applies
 //! them to static pods, and followed by the ServiceAccount, DefaultTolerationSeconds and Priority
-//! admission defaults in [`pod::default_pod`]), pod validation (`ValidatePodCreate`/`ValidatePodUpdate`)
-//! and QoS class, the generic object checks (`ValidateObjectMeta`, name and label formats, ConfigMap,
-//! Secret) and the [`FieldError`] type with upstream's messages.
+//! admission defaults in [`pod::default_pod`]), pod validation (`ValidatePodCreate`, `ValidatePodUpdate`,
+//! `ValidatePodEphemeralContainersUpdate`) and QoS class, the generic object checks (`ValidateObjectMeta`,
+//! name and label formats, ConfigMap, Secret) and the [`FieldError`] type with upstream's messages.
 
 mod field_error;
 pub mod pod;

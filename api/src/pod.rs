@@ -2,17 +2,18 @@
 //! `pkg/apis/core/v1/defaults.go` (plus the generated declarative defaults; [`default_pod_scheme`], what
 //! the kubelet applies to static pods), the admission plugins that fill pod fields on every real cluster
 //! (ServiceAccount, DefaultTolerationSeconds, Priority; [`default_pod`] adds them, as the API server does),
-//! `pkg/apis/core/validation/validation.go` (`ValidatePodCreate`, `ValidatePodSpec`, `ValidatePodUpdate`)
-//! and `pkg/apis/core/helper/qos` (`ComputePodQOS`). Field paths and messages are upstream's, because
-//! kubectl prints them verbatim. The port covers what users of kubectl meet (containers, ports, env,
-//! probes, volumes, resources, security context ids, scheduling fields); rarely used volume plugins,
-//! affinity, topology spread and sysctls are accepted without checks.
+//! `pkg/apis/core/validation/validation.go` (`ValidatePodCreate`, `ValidatePodSpec`, `ValidatePodUpdate`,
+//! `ValidatePodEphemeralContainersUpdate`) and `pkg/apis/core/helper/qos` (`ComputePodQOS`). Field paths
+//! and messages are upstream's, because kubectl prints them verbatim. The port covers what users of kubectl
+//! meet (containers, ephemeral containers, ports, env, probes, volumes, resources, security context ids,
+//! scheduling fields); rarely used volume plugins, affinity, topology spread and sysctls are accepted
+//! without checks.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    Container, HTTPGetAction, KeyToPath, LifecycleHandler, ObjectFieldSelector, Pod, PodSpec, PodStatus,
-    Probe, ResourceRequirements, Toleration, Volume,
+    Container, EphemeralContainer, HTTPGetAction, KeyToPath, LifecycleHandler, ObjectFieldSelector, Pod,
+    PodSpec, PodStatus, Probe, ResourceRequirements, Toleration, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -165,10 +166,62 @@ fn default_pod_spec(spec: &mut PodSpec) {
     {
         default_container(c);
     }
+    for ec in spec.ephemeral_containers.iter_mut().flatten() {
+        // SetDefaults_EphemeralContainer: the container defaults, on the shared fields.
+        let mut c = ephemeral_as_container(ec);
+        default_container(&mut c);
+        *ec = container_as_ephemeral(c, ec.target_container_name.take());
+    }
     for v in spec.volumes.iter_mut().flatten() {
         default_volume(v);
     }
 }
+
+/// Conversions between an ephemeral container and a [`Container`] with the same fields: upstream casts
+/// `EphemeralContainerCommon` to `Container`, k8s-openapi has two structs. The fields are destructured
+/// without `..`, so a field added to either type stops the build here.
+macro_rules! ephemeral_container_conversions {
+    ($($field:ident),* $(,)?) => {
+        /// The container fields of an ephemeral container as a [`Container`] (its target container
+        /// name left out), for the rules and defaults both kinds share.
+        pub fn ephemeral_as_container(ec: &EphemeralContainer) -> Container {
+            let EphemeralContainer { $($field,)* target_container_name: _ } = ec.clone();
+            Container { $($field,)* }
+        }
+
+        fn container_as_ephemeral(c: Container, target_container_name: Option<String>) -> EphemeralContainer {
+            let Container { $($field,)* } = c;
+            EphemeralContainer { $($field,)* target_container_name }
+        }
+    };
+}
+
+ephemeral_container_conversions!(
+    args,
+    command,
+    env,
+    env_from,
+    image,
+    image_pull_policy,
+    lifecycle,
+    liveness_probe,
+    name,
+    ports,
+    readiness_probe,
+    resize_policy,
+    resources,
+    restart_policy,
+    security_context,
+    startup_probe,
+    stdin,
+    stdin_once,
+    termination_message_path,
+    termination_message_policy,
+    tty,
+    volume_devices,
+    volume_mounts,
+    working_dir,
+);
 
 fn set_if_empty(field: &mut Option<String>, value: &str) {
     if field.as_deref().unwrap_or("").is_empty() {
@@ -703,17 +756,22 @@ fn validate_pod_metadata_and_spec(pod: &Pod) -> Errs {
         ("initContainers", spec.init_containers.as_ref()),
     ] {
         for (i, c) in list.into_iter().flatten().enumerate() {
-            let image = s(&c.image);
-            if image.trim() != image {
-                errs.push(FieldError::invalid(
-                    format!("spec.{kind}[{i}].image"),
-                    &json!(image),
-                    "must not have leading or trailing whitespace",
-                ));
-            }
+            validate_image_for_pod(&mut errs, &format!("spec.{kind}[{i}]"), c);
         }
     }
     errs
+}
+
+/// upstream `validateContainerOnlyForPod`: pods (not templates) may not pad images with whitespace.
+fn validate_image_for_pod(errs: &mut Errs, p: &str, c: &Container) {
+    let image = s(&c.image);
+    if image.trim() != image {
+        errs.push(FieldError::invalid(
+            format!("{p}.image"),
+            &json!(image),
+            "must not have leading or trailing whitespace",
+        ));
+    }
 }
 
 /// upstream `ValidatePodSpec`, in upstream's order.
@@ -734,6 +792,7 @@ fn validate_pod_spec(spec: &PodSpec, pod_name: &str) -> Errs {
         grace,
         &mut errs,
     );
+    validate_ephemeral_containers(spec, &volumes, &mut errs);
 
     // validatePodHostNetworkDeps: in a pod the host port must equal the container port.
     if spec.host_network == Some(true) {
@@ -1608,6 +1667,69 @@ fn validate_init_containers(
     }
 }
 
+/// The fields of an ephemeral container upstream's `allowedEphemeralContainerFields` leaves out, in the
+/// struct's field order (the order of the errors), with whether each is set (non-zero in Go's terms: a
+/// list, pointer or map that is there at all, even empty).
+fn ephemeral_fields_set(ec: &EphemeralContainer) -> [(&'static str, bool); 8] {
+    let resources = ec
+        .resources
+        .as_ref()
+        .is_some_and(|r| r.limits.is_some() || r.requests.is_some() || r.claims.is_some());
+    [
+        ("ports", ec.ports.is_some()),
+        ("resources", resources),
+        ("resizePolicy", ec.resize_policy.is_some()),
+        ("restartPolicy", ec.restart_policy.is_some()),
+        ("livenessProbe", ec.liveness_probe.is_some()),
+        ("readinessProbe", ec.readiness_probe.is_some()),
+        ("startupProbe", ec.startup_probe.is_some()),
+        ("lifecycle", ec.lifecycle.is_some()),
+    ]
+}
+
+/// upstream `validateEphemeralContainers`: the common container rules, names unique across every kind of
+/// container, a target that names a container or init container, none of the fields that would make the
+/// pod depend on the container (ports, probes, lifecycle, resources, restart and resize policies), and no
+/// subPath mounts (bind mounts that outlive the container).
+fn validate_ephemeral_containers(spec: &PodSpec, volumes: &BTreeMap<&str, &Volume>, errs: &mut Errs) {
+    const FORBIDDEN: &str = "cannot be set for an Ephemeral Container";
+    let others: BTreeSet<&str> = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .map(|c| c.name.as_str())
+        .collect();
+    let mut names = others.clone();
+    for (i, ec) in spec.ephemeral_containers.iter().flatten().enumerate() {
+        let p = format!("spec.ephemeralContainers[{i}]");
+        let c = ephemeral_as_container(ec);
+        validate_container_common(&c, volumes, &p, errs);
+        validate_image_for_pod(errs, &p, &c);
+        if !names.insert(ec.name.as_str()) {
+            errs.push(FieldError::duplicate(format!("{p}.name"), &json!(ec.name)));
+        }
+        let target = s(&ec.target_container_name);
+        if !target.is_empty() && !others.contains(target) {
+            errs.push(not_found(format!("{p}.targetContainerName"), target));
+        }
+        for (field, set) in ephemeral_fields_set(ec) {
+            if set {
+                errs.push(FieldError::forbidden(format!("{p}.{field}"), FORBIDDEN));
+            }
+        }
+        for (j, m) in ec.volume_mounts.iter().flatten().enumerate() {
+            for (field, value) in [("subPath", &m.sub_path), ("subPathExpr", &m.sub_path_expr)] {
+                if !s(value).is_empty() {
+                    errs.push(FieldError::forbidden(
+                        format!("{p}.volumeMounts[{j}].{field}"),
+                        FORBIDDEN,
+                    ));
+                }
+            }
+        }
+    }
+}
+
 /// upstream `AccumulateUniqueHostPorts`: `offset` is the index of the first container in `containers`.
 fn host_port_conflicts(containers: &[Container], list_path: &str, offset: usize, errs: &mut Errs) {
     let mut seen = BTreeSet::new();
@@ -2432,6 +2554,76 @@ pub fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
         ));
     }
     errs
+}
+
+/// upstream `ValidatePodEphemeralContainersUpdate`, for the `ephemeralcontainers` subresource (whose
+/// strategy has already reset everything but `spec.ephemeralContainers` from the stored pod): the pod
+/// must be valid, a mirror pod takes none, and existing ephemeral containers stay as they are (matched by
+/// name, as a patch need not keep the order).
+pub fn validate_pod_ephemeral_containers_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
+    let mut errs = validate_object_meta_update(&new.metadata, &old.metadata);
+    errs.extend(validate_pod_metadata_and_spec(new));
+    errs.extend(validate_mirror_annotation_update(new, old));
+    let is_mirror = old
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION));
+    if is_mirror {
+        // Upstream reports this on `field.NewPath("")`, which prints as `[]` (kubernetes#113935).
+        return vec![FieldError::forbidden(
+            "[]",
+            "static pods do not support ephemeral containers",
+        )];
+    }
+    let list = |p: &Pod| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.ephemeral_containers.clone())
+            .unwrap_or_default()
+    };
+    let (new_list, old_list) = (list(new), list(old));
+    let by_name: BTreeMap<&str, &EphemeralContainer> =
+        new_list.iter().map(|c| (c.name.as_str(), c)).collect();
+    for (i, o) in old_list.iter().enumerate() {
+        let path = "spec.ephemeralContainers";
+        match by_name.get(o.name.as_str()) {
+            None => errs.push(FieldError::forbidden(
+                path,
+                &format!("existing ephemeral containers {:?} may not be removed\n", o.name),
+            )),
+            Some(n) => {
+                let (a, b) = (semantic_container(o), semantic_container(n));
+                if a != b {
+                    // upstream appends go-cmp's diff of the two containers; we list the changed paths.
+                    let mut diff = String::new();
+                    json_diff(&format!("{path}[{i}]"), &a, &b, &mut diff);
+                    errs.push(FieldError::forbidden(
+                        path,
+                        &format!(
+                            "existing ephemeral containers {:?} may not be changed\n{diff}",
+                            o.name
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    errs
+}
+
+/// An ephemeral container as JSON for upstream's `Semantic.DeepEqual` (nil and empty lists are equal
+/// there), with an empty `resources` dropped: in Go it is a struct, so `{}` and absent are one zero value.
+fn semantic_container(ec: &EphemeralContainer) -> Value {
+    let mut v = serde_json::to_value(ec).unwrap_or(Value::Null);
+    prune(&mut v);
+    if let Some(o) = v.as_object_mut()
+        && o.get("resources")
+            .is_some_and(|r| r.as_object().is_some_and(|m| m.is_empty()))
+    {
+        o.remove("resources");
+    }
+    v
 }
 
 /// A spec as JSON for upstream's `Semantic.DeepEqual`: nulls and empty lists dropped (nil and empty
@@ -3364,5 +3556,292 @@ mod tests {
             [format!("{path}: may not remove or update mirror pod annotation")]
         );
         assert!(validate_pod_update(&with(Some("h")), &with(Some("h"))).is_empty());
+    }
+
+    // ---- ephemeral containers -------------------------------------------------------------------
+
+    /// A defaulted pod with a container `app`, an init container `init`, a volume `data` and
+    /// `ephemeral` as its ephemeral containers.
+    fn debug_pod(ephemeral: Value) -> Pod {
+        let mut p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {
+                "containers": [{"name": "app", "image": "nginx:1.27"}],
+                "initContainers": [{"name": "init", "image": "busybox:1.36"}],
+                "volumes": [{"name": "data"}],
+                "ephemeralContainers": ephemeral,
+            },
+        }))
+        .unwrap();
+        default_pod(&mut p);
+        p
+    }
+
+    fn add_ephemeral(ephemeral: Value) -> Vec<String> {
+        messages(&validate_pod_ephemeral_containers_update(
+            &debug_pod(ephemeral),
+            &debug_pod(Value::Null),
+        ))
+    }
+
+    #[test]
+    fn ephemeral_containers_get_the_container_defaults_and_keep_their_target() {
+        let p = debug_pod(json!([
+            {"name": "a", "image": "kubeling/testbox:0.1", "targetContainerName": "app",
+             "env": [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]},
+            {"name": "b", "image": "busybox"},
+            {"name": "c", "image": "busybox:latest", "imagePullPolicy": "Never",
+             "terminationMessagePolicy": "FallbackToLogsOnError"},
+        ]));
+        let got: Vec<_> = p
+            .spec
+            .unwrap()
+            .ephemeral_containers
+            .unwrap()
+            .into_iter()
+            .map(|e| {
+                let field_ref = e.env.and_then(|env| env[0].value_from.clone()?.field_ref);
+                (
+                    e.image_pull_policy.unwrap(),
+                    e.termination_message_path.unwrap(),
+                    e.termination_message_policy.unwrap(),
+                    e.target_container_name,
+                    field_ref.and_then(|f| f.api_version),
+                )
+            })
+            .collect();
+        let path = "/dev/termination-log".to_string();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "IfNotPresent".into(),
+                    path.clone(),
+                    "File".into(),
+                    Some("app".into()),
+                    Some("v1".into())
+                ),
+                ("Always".into(), path.clone(), "File".into(), None, None),
+                ("Never".into(), path, "FallbackToLogsOnError".into(), None, None),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_ephemeral_container_converts_to_a_container_and_back_unchanged() {
+        let ec: EphemeralContainer = serde_json::from_value(json!({
+            "name": "dbg", "image": "busybox", "command": ["sh"], "args": ["-c", "true"], "workingDir": "/",
+            "env": [{"name": "A", "value": "1"}], "stdin": true, "stdinOnce": true, "tty": true,
+            "targetContainerName": "app", "securityContext": {"privileged": true},
+            "volumeMounts": [{"name": "data", "mountPath": "/d"}],
+        }))
+        .unwrap();
+        let c = ephemeral_as_container(&ec);
+        assert_eq!(
+            (c.name.as_str(), c.tty, c.working_dir.as_deref()),
+            ("dbg", Some(true), Some("/"))
+        );
+        assert_eq!(container_as_ephemeral(c, ec.target_container_name.clone()), ec);
+    }
+
+    #[test]
+    fn ephemeral_container_rules_have_upstreams_paths_and_messages() {
+        let forbidden = |field: &str| {
+            format!(
+                "spec.ephemeralContainers[0].{field}: Forbidden: cannot be set for an Ephemeral Container"
+            )
+        };
+        let probe = json!({"exec": {"command": ["true"]}});
+        let cases: Vec<(&str, Value, Vec<String>)> = vec![
+            (
+                "what kubectl debug sends is valid",
+                json!([{"name": "dbg", "image": "kubeling/testbox:0.1", "targetContainerName": "app",
+                        "resources": {}, "terminationMessagePolicy": "File", "stdin": true, "tty": true,
+                        "env": [{"name": "A", "value": "1"}], "securityContext": {"runAsUser": 0},
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]),
+                vec![],
+            ),
+            (
+                "a target may be an init container",
+                json!([{"name": "dbg", "image": "busybox", "targetContainerName": "init"}]),
+                vec![],
+            ),
+            (
+                "the name of a container",
+                json!([{"name": "app", "image": "busybox"}]),
+                vec!["spec.ephemeralContainers[0].name: Duplicate value: \"app\"".into()],
+            ),
+            (
+                "the name of an init container",
+                json!([{"name": "init", "image": "busybox"}]),
+                vec!["spec.ephemeralContainers[0].name: Duplicate value: \"init\"".into()],
+            ),
+            (
+                "the name of another ephemeral container",
+                json!([{"name": "dbg", "image": "busybox"}, {"name": "dbg", "image": "busybox"}]),
+                vec!["spec.ephemeralContainers[1].name: Duplicate value: \"dbg\"".into()],
+            ),
+            (
+                "a target that does not exist",
+                json!([{"name": "dbg", "image": "busybox", "targetContainerName": "nope"}]),
+                vec!["spec.ephemeralContainers[0].targetContainerName: Not found: \"nope\"".into()],
+            ),
+            (
+                "a target that is another ephemeral container",
+                json!([{"name": "a", "image": "busybox"},
+                       {"name": "b", "image": "busybox", "targetContainerName": "a"}]),
+                vec!["spec.ephemeralContainers[1].targetContainerName: Not found: \"a\"".into()],
+            ),
+            (
+                "ports",
+                json!([{"name": "dbg", "image": "busybox", "ports": [{"containerPort": 80}]}]),
+                vec![forbidden("ports")],
+            ),
+            (
+                "resources",
+                json!([{"name": "dbg", "image": "busybox", "resources": {"limits": {"cpu": "1"}}}]),
+                vec![forbidden("resources")],
+            ),
+            (
+                "every other field the allow list leaves out, in the struct's order",
+                json!([{"name": "dbg", "image": "busybox", "restartPolicy": "Always",
+                        "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}],
+                        "livenessProbe": probe, "readinessProbe": probe, "startupProbe": probe,
+                        "lifecycle": {"preStop": probe}}]),
+                ["resizePolicy", "restartPolicy", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle"]
+                    .map(forbidden)
+                    .to_vec(),
+            ),
+            (
+                "no image",
+                json!([{"name": "dbg"}]),
+                vec!["spec.ephemeralContainers[0].image: Required value".into()],
+            ),
+            (
+                "an image padded with whitespace",
+                json!([{"name": "dbg", "image": " busybox"}]),
+                vec![
+                    "spec.ephemeralContainers[0].image: Invalid value: \" busybox\": must not have leading or \
+                     trailing whitespace"
+                        .into(),
+                ],
+            ),
+            (
+                "a name that is not a DNS label",
+                json!([{"name": "Dbg", "image": "busybox"}]),
+                vec![format!(
+                    "spec.ephemeralContainers[0].name: Invalid value: \"Dbg\": {}",
+                    dns1123_label_errors("Dbg")[0]
+                )],
+            ),
+            (
+                "a mount of a volume the pod does not have",
+                json!([{"name": "dbg", "image": "busybox", "volumeMounts": [{"name": "nope", "mountPath": "/n"}]}]),
+                vec!["spec.ephemeralContainers[0].volumeMounts[0].name: Not found: \"nope\"".into()],
+            ),
+            (
+                "subPath and subPathExpr mounts",
+                json!([{"name": "dbg", "image": "busybox", "volumeMounts": [
+                    {"name": "data", "mountPath": "/a", "subPath": "x"},
+                    {"name": "data", "mountPath": "/b", "subPathExpr": "$(POD)"}]}]),
+                vec![forbidden("volumeMounts[0].subPath"), forbidden("volumeMounts[1].subPathExpr")],
+            ),
+            (
+                "an env var with a bad source",
+                json!([{"name": "dbg", "image": "busybox", "env": [{"name": "A", "valueFrom": {}}]}]),
+                vec![
+                    "spec.ephemeralContainers[0].env[0].valueFrom: Invalid value: \"\": must specify one of: \
+                     `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"
+                        .into(),
+                ],
+            ),
+            (
+                "an unknown terminationMessagePolicy",
+                json!([{"name": "dbg", "image": "busybox", "terminationMessagePolicy": "Bogus"}]),
+                vec![
+                    "spec.ephemeralContainers[0].terminationMessagePolicy: Unsupported value: \"Bogus\": \
+                     supported values: \"File\", \"FallbackToLogsOnError\""
+                        .into(),
+                ],
+            ),
+        ];
+        for (what, ephemeral, want) in cases {
+            assert_eq!(add_ephemeral(ephemeral), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn existing_ephemeral_containers_may_be_reordered_but_not_changed_or_removed() {
+        let dbg = json!({"name": "dbg", "image": "busybox:1", "resources": {}});
+        let other = json!({"name": "other", "image": "busybox:1"});
+        let old = debug_pod(json!([dbg, other]));
+        let check = |new: Value| messages(&validate_pod_ephemeral_containers_update(&debug_pod(new), &old));
+        assert!(check(json!([other, dbg])).is_empty(), "the order is free");
+        let mut without_resources = dbg.clone();
+        without_resources.as_object_mut().unwrap().remove("resources");
+        assert!(
+            check(json!([without_resources, other, {"name": "new", "image": "busybox"}])).is_empty(),
+            "an empty resources is no change, and more may be added"
+        );
+        assert_eq!(
+            check(json!([other])),
+            [
+                "spec.ephemeralContainers: Forbidden: existing ephemeral containers \"dbg\" may not be removed\n"
+            ]
+        );
+        let mut changed = dbg.clone();
+        changed["image"] = json!("busybox:2");
+        assert_eq!(
+            check(json!([changed, other])),
+            [
+                "spec.ephemeralContainers: Forbidden: existing ephemeral containers \"dbg\" may not be changed\n  \
+                 spec.ephemeralContainers[0].image:\n-   \"busybox:1\"\n+   \"busybox:2\"\n"
+            ]
+        );
+    }
+
+    #[test]
+    fn mirror_pods_take_no_ephemeral_containers_but_terminated_pods_do() {
+        let mut old = debug_pod(Value::Null);
+        old.metadata.annotations = Some(BTreeMap::from([(MIRROR_POD_ANNOTATION.to_string(), "h".into())]));
+        let mut new = debug_pod(json!([{"name": "dbg", "image": "busybox"}]));
+        new.metadata.annotations.clone_from(&old.metadata.annotations);
+        let errs = validate_pod_ephemeral_containers_update(&new, &old);
+        assert_eq!(
+            messages(&errs),
+            ["[]: Forbidden: static pods do not support ephemeral containers"]
+        );
+        assert_eq!(
+            (errs[0].field.as_str(), errs[0].detail()),
+            ("[]", "Forbidden: static pods do not support ephemeral containers")
+        );
+        // Upstream has no rule for finished pods: the container is added, the kubelet never starts it.
+        let mut old = debug_pod(Value::Null);
+        old.status = Some(PodStatus {
+            phase: Some("Succeeded".into()),
+            ..Default::default()
+        });
+        let mut new = debug_pod(json!([{"name": "dbg", "image": "busybox"}]));
+        new.status.clone_from(&old.status);
+        assert!(validate_pod_ephemeral_containers_update(&new, &old).is_empty());
+    }
+
+    #[test]
+    fn a_pod_update_may_not_change_ephemeral_containers_and_a_create_may_not_set_them() {
+        let old = debug_pod(json!([{"name": "dbg", "image": "busybox"}]));
+        let new =
+            debug_pod(json!([{"name": "dbg", "image": "busybox"}, {"name": "more", "image": "busybox"}]));
+        let errs = messages(&validate_pod_update(&new, &old));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].starts_with("spec: Forbidden: pod updates may not change fields other than")
+                && errs[0].contains("spec.ephemeralContainers"),
+            "{errs:?}"
+        );
+        assert!(validate_pod_update(&old, &old).is_empty());
+        assert_eq!(
+            messages(&validate_pod_create(&old)),
+            ["spec.ephemeralContainers: Forbidden: cannot be set on create"]
+        );
     }
 }

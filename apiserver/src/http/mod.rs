@@ -30,6 +30,10 @@ use crate::storage::Stored;
 use crate::table::{self, IncludeObject, Printer};
 use request::{Format, ResourceRequest, Route};
 
+/// Subresources that take and return the whole object and change a part of it (`status`; the pod's
+/// `ephemeralcontainers`): the registry's strategy decides which part.
+const OBJECT_SUBRESOURCES: &[&str] = &["status", crate::registry::pod_strategy::EPHEMERAL_CONTAINERS];
+
 /// Upstream's limit on a request body (`MaxRequestBodyBytes`, 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
@@ -458,25 +462,23 @@ async fn resource(
                 return Err(ApiError::no_route());
             }
             match (sub, method) {
-                ("status", Method::GET) => {
-                    let obj = st.registry.get(info, ns, name)?;
-                    Ok(json_response(StatusCode::OK, obj.bytes.clone()))
-                }
-                ("status", Method::PUT) => {
-                    let opts = query.write_options(headers)?;
-                    let obj = decode_object(headers, &body)?;
-                    let updated = st
-                        .registry
-                        .update(info, ns, name, Some("status"), obj, &opts)
-                        .await?;
-                    Ok(with_warnings(
-                        json_response(StatusCode::OK, updated.bytes.clone()),
-                        &opts,
-                    ))
-                }
-                ("status", Method::PATCH) => {
-                    patch(st, info, ns, name, Some("status"), headers, &query, body).await
-                }
+                (sub, method) if OBJECT_SUBRESOURCES.contains(&sub) => match method {
+                    Method::GET => {
+                        let obj = st.registry.get(info, ns, name)?;
+                        Ok(json_response(StatusCode::OK, obj.bytes.clone()))
+                    }
+                    Method::PUT => {
+                        let opts = query.write_options(headers)?;
+                        let obj = decode_object(headers, &body)?;
+                        let updated = st.registry.update(info, ns, name, Some(sub), obj, &opts).await?;
+                        Ok(with_warnings(
+                            json_response(StatusCode::OK, updated.bytes.clone()),
+                            &opts,
+                        ))
+                    }
+                    Method::PATCH => patch(st, info, ns, name, Some(sub), headers, &query, body).await,
+                    _ => Err(ApiError::method_not_allowed()),
+                },
                 ("scale", Method::GET) => Ok(json_value(StatusCode::OK, &st.registry.scale(info, ns, name)?)),
                 ("scale", Method::PUT) => {
                     let opts = query.write_options(headers)?;
@@ -557,18 +559,16 @@ async fn patch(
         "application/merge-patch+json" => PatchType::Merge,
         "application/strategic-merge-patch+json" => PatchType::Strategic,
         "application/apply-patch+yaml" | "application/apply-patch+json" => {
-            if sub.is_some() {
-                return Err(ApiError::unsupported_media_type(
-                    "server-side apply of a subresource is not supported by kubeling",
-                ));
-            }
             let force = query.flag("force")?;
             // kubectl and kube-rs send JSON; YAML is what the content type names. JSON is YAML too.
             let applied: Value = serde_norway::from_slice(&body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
             // An apply may come without fieldManager: that is a 422, so don't default it.
             opts.field_manager = query.get("fieldManager").map(str::to_string);
-            let (obj, created) = st.registry.apply(info, ns, name, applied, force, &opts).await?;
+            let (obj, created) = st
+                .registry
+                .apply(info, ns, name, sub, applied, force, &opts)
+                .await?;
             let code = if created {
                 StatusCode::CREATED
             } else {

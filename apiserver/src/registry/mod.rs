@@ -178,6 +178,24 @@ fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     obj["metadata"].as_object_mut().expect("metadata is an object")
 }
 
+fn object_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.is_object() {
+        *obj = json!({});
+    }
+    obj.as_object_mut().expect("an object")
+}
+
+/// Give `new` the stored object's value of each of `fields`, or none where the stored one has none: what
+/// a write through one endpoint may not change.
+fn keep(old: Option<&Map<String, Value>>, new: &mut Map<String, Value>, fields: &[&str]) {
+    for f in fields {
+        match old.and_then(|o| o.get(*f)) {
+            Some(v) => new.insert((*f).to_string(), v.clone()),
+            None => new.remove(*f),
+        };
+    }
+}
+
 fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
     meta(obj).get(field).and_then(Value::as_str)
 }
@@ -454,7 +472,7 @@ impl Registry {
             let ctx = managed_context(info, &kind_key, &api_version, opts, None, &now);
             patch::apply::record_update(None, &mut obj, &ctx);
         }
-        let errors = self.validate(info, &obj, None);
+        let errors = self.validate(info, &obj, None, None);
         if !errors.is_empty() {
             return Err(ApiError::invalid(info.kind, info.group, &name, &errors));
         }
@@ -504,12 +522,18 @@ impl Registry {
         }
     }
 
-    fn validate(&self, info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    fn validate(
+        &self,
+        info: &ResourceInfo,
+        obj: &Value,
+        old: Option<&Value>,
+        subresource: Option<&str>,
+    ) -> Vec<FieldError> {
         let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta =
             serde_json::from_value(obj.get("metadata").cloned().unwrap_or(json!({}))).unwrap_or_default();
         let mut errors = validation::validate_object_meta(&meta, info.namespaced, info.name_rule);
         match (info.group, info.plural) {
-            ("", "pods") => errors.extend(pod_strategy::validate(obj, old)),
+            ("", "pods") => errors.extend(pod_strategy::validate(obj, old, subresource)),
             ("", "configmaps") => errors.extend(validation::validate_configmap(obj)),
             ("", "secrets") => errors.extend(validation::validate_secret(obj)),
             _ => {}
@@ -607,53 +631,32 @@ impl Registry {
             ));
         }
         {
-            let old_meta = meta(&old.value).clone();
             let m = meta_mut(&mut new);
-            for f in [
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-            ] {
-                match old_meta.get(f) {
-                    Some(v) => m.insert(f.to_string(), v.clone()),
-                    None => m.remove(f),
-                };
-            }
+            keep(
+                Some(meta(&old.value)),
+                m,
+                &[
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generation",
+                    "namespace",
+                ],
+            );
             m.insert("name".into(), json!(name));
-            match old_meta.get("namespace") {
-                Some(v) => m.insert("namespace".into(), v.clone()),
-                None => m.remove("namespace"),
-            };
             m.insert("resourceVersion".into(), json!(old_rv));
         }
         let status_update = subresource == Some("status");
         if status_update {
             // The status endpoint changes status (and metadata), never spec.
-            for f in ["spec"] {
-                match old.value.get(f) {
-                    Some(v) => new[f] = v.clone(),
-                    None => {
-                        new.as_object_mut().map(|o| o.remove(f));
-                    }
-                }
-            }
-            if let Some(refs) = meta(&old.value).get("ownerReferences") {
-                meta_mut(&mut new).insert("ownerReferences".into(), refs.clone());
-            } else {
-                meta_mut(&mut new).remove("ownerReferences");
-            }
+            keep(old.value.as_object(), object_mut(&mut new), &["spec"]);
+            keep(Some(meta(&old.value)), meta_mut(&mut new), &["ownerReferences"]);
         } else if info.has_status {
-            match old.value.get("status") {
-                Some(v) => new["status"] = v.clone(),
-                None => {
-                    new.as_object_mut().map(|o| o.remove("status"));
-                }
-            }
+            keep(old.value.as_object(), object_mut(&mut new), &["status"]);
         }
         match (info.group, info.plural) {
-            ("", "pods") => pod_strategy::prepare_update(&mut new, &old.value, status_update)
+            ("", "pods") => pod_strategy::prepare_update(&mut new, &old.value, subresource)
                 .map_err(ApiError::bad_request)?,
             ("", "namespaces") => namespace::prepare_update(&mut new, &old.value, status_update),
             ("", "services") if !status_update => service::prepare_update(&mut new, &old.value),
@@ -675,7 +678,7 @@ impl Registry {
             &mut new,
             &managed_context(info, &kind_key, &api_version, opts, subresource, &now),
         );
-        let errors = self.validate(info, &new, Some(&old.value));
+        let errors = self.validate(info, &new, Some(&old.value), subresource);
         if !errors.is_empty() {
             return Err(ApiError::invalid(info.kind, info.group, &name, &errors));
         }
@@ -778,12 +781,15 @@ impl Registry {
     }
 
     /// Server-side apply (`application/apply-patch+yaml`): merge the manager's configuration into the
-    /// object, or create it. Returns the object and whether it was created.
+    /// object, or create it (not through a subresource: upstream's subresources never create). Returns the
+    /// object and whether it was created.
+    #[allow(clippy::too_many_arguments)]
     pub async fn apply(
         &self,
         info: &'static ResourceInfo,
         ns: Option<&str>,
         name: &str,
+        subresource: Option<&str>,
         applied: Value,
         force: bool,
         opts: &WriteOptions,
@@ -808,7 +814,7 @@ impl Registry {
         // sent: decoding fills in required fields the manager did not set, which it must not own.
         self.decode(info, applied.clone(), opts)?;
         self.check_identity(info, ns, name, &applied)?;
-        let mut applied = applied;
+        let mut applied = within_reach(info, subresource, applied)?;
         applied["apiVersion"] = json!(info.api_version());
         applied["kind"] = json!(info.kind);
         let now = now_rfc3339();
@@ -816,9 +822,9 @@ impl Registry {
         let api_version = info.api_version();
         let mut opts = opts.clone();
         opts.field_manager = Some(manager);
-        let ctx = managed_context(info, &kind_key, &api_version, &opts, None, &now);
+        let ctx = managed_context(info, &kind_key, &api_version, &opts, subresource, &now);
         let key = info.key(ns, name);
-        if self.storage.get(&key).is_none() {
+        if subresource.is_none() && self.storage.get(&key).is_none() {
             let mut obj = patch::apply::apply(None, &applied, force, &ctx)
                 .map_err(|c| conflict_error(info, name, &c))?;
             meta_mut(&mut obj).insert("name".into(), json!(name));
@@ -845,7 +851,7 @@ impl Registry {
                         ..opts.clone()
                     },
                 )?;
-                self.decide_update(info, old, new, None, &opts)
+                self.decide_update(info, old, new, subresource, &opts)
             })
             .await?;
         Ok((written.object, false))
@@ -1115,6 +1121,31 @@ fn scale_of(obj: &Value) -> Value {
             "selector": selector,
         },
     })
+}
+
+/// What of an applied configuration an endpoint acts on: everything for the object itself, only
+/// `spec.ephemeralContainers` for `pods/ephemeralcontainers` (upstream's reset-fields filter: the rest is
+/// reset by the strategy, so the manager must not come to own it).
+fn within_reach(info: &ResourceInfo, subresource: Option<&str>, applied: Value) -> Result<Value, ApiError> {
+    match subresource {
+        None => Ok(applied),
+        Some(pod_strategy::EPHEMERAL_CONTAINERS) => {
+            let mut reach = json!({"metadata": {}});
+            keep(
+                applied.get("metadata").and_then(Value::as_object),
+                meta_mut(&mut reach),
+                &["name", "namespace"],
+            );
+            if let Some(e) = applied.pointer("/spec/ephemeralContainers") {
+                reach["spec"] = json!({"ephemeralContainers": e});
+            }
+            Ok(reach)
+        }
+        Some(other) => Err(ApiError::unsupported_media_type(format!(
+            "server-side apply of {}/{other} is not supported by kubeling",
+            info.plural
+        ))),
+    }
 }
 
 /// The resource an aliased resource is stored as.

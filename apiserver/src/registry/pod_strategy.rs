@@ -31,11 +31,15 @@ pub fn prepare_create(obj: &mut Value) -> Result<(), String> {
 }
 
 /// Update: defaulting applies to every decoded pod, as upstream decodes with defaulting; the status
-/// endpoint back-fills an empty qosClass.
-pub fn prepare_update(new: &mut Value, _old: &Value, status_update: bool) -> Result<(), String> {
+/// endpoint back-fills an empty qosClass; the ephemeralcontainers endpoint keeps everything but
+/// `spec.ephemeralContainers` from the stored pod.
+pub fn prepare_update(new: &mut Value, old: &Value, subresource: Option<&str>) -> Result<(), String> {
+    if subresource == Some(EPHEMERAL_CONTAINERS) {
+        drop_non_ephemeral_container_updates(new, old);
+    }
     let mut p = typed(new)?;
     pod::default_pod(&mut p);
-    if status_update {
+    if subresource == Some("status") {
         let qos = pod::qos_class(&p);
         let st = p.status.get_or_insert_with(Default::default);
         if st.qos_class.as_deref().unwrap_or("").is_empty() {
@@ -50,13 +54,39 @@ pub fn prepare_update(new: &mut Value, _old: &Value, status_update: bool) -> Res
     Ok(())
 }
 
-/// Validation of a created or updated pod.
-pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+/// The subresource that adds ephemeral containers to a pod.
+pub const EPHEMERAL_CONTAINERS: &str = "ephemeralcontainers";
+
+/// upstream `dropNonEphemeralContainerUpdates`: the stored pod's spec with the request's
+/// `spec.ephemeralContainers`, and the stored labels, annotations, finalizers and owner references
+/// (`ResetObjectMetaForStatus`; the registry keeps status and the server-owned metadata on every update).
+fn drop_non_ephemeral_container_updates(new: &mut Value, old: &Value) {
+    let ephemeral = new.pointer("/spec/ephemeralContainers").cloned();
+    let mut spec = old.get("spec").cloned().unwrap_or_else(|| json!({}));
+    if let Some(s) = spec.as_object_mut() {
+        match ephemeral {
+            Some(e) if !e.is_null() => s.insert("ephemeralContainers".into(), e),
+            _ => s.remove("ephemeralContainers"),
+        };
+    }
+    new["spec"] = spec;
+    super::keep(
+        old.get("metadata").and_then(Value::as_object),
+        super::meta_mut(new),
+        &["labels", "annotations", "finalizers", "ownerReferences"],
+    );
+}
+
+/// Validation of a created or updated pod (through the pod itself or one of its subresources).
+pub fn validate(obj: &Value, old: Option<&Value>, subresource: Option<&str>) -> Vec<FieldError> {
     let Ok(p) = typed(obj) else {
         return vec![FieldError::invalid("spec", &Value::Null, "cannot be decoded")];
     };
     match old.map(typed) {
         None => pod::validate_pod_create(&p),
+        Some(Ok(old)) if subresource == Some(EPHEMERAL_CONTAINERS) => {
+            pod::validate_pod_ephemeral_containers_update(&p, &old)
+        }
         Some(Ok(old)) => pod::validate_pod_update(&p, &old),
         Some(Err(e)) => vec![FieldError::invalid("metadata", &Value::Null, &e)],
     }

@@ -191,6 +191,13 @@ pub static RESOURCES: &[ResourceInfo] = &[
                 verbs: &["create", "get"],
                 group_version: None,
             },
+            // Takes and returns a Pod, of which it changes spec.ephemeralContainers (pod_strategy).
+            Subresource {
+                name: super::pod_strategy::EPHEMERAL_CONTAINERS,
+                kind: "Pod",
+                verbs: CRUD_STATUS,
+                group_version: None,
+            },
         ],
         has_status: true,
         tracks_generation: false,

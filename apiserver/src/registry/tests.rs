@@ -542,3 +542,384 @@ async fn forbidden_pod_spec_change_is_refused_with_upstreams_message() {
         .unwrap();
     assert_eq!(u.value["spec"]["containers"][0]["image"], "busybox:1.37");
 }
+
+// ---- pods/ephemeralcontainers -------------------------------------------------------------------
+
+const EPHEMERAL: Option<&str> = Some(pod_strategy::EPHEMERAL_CONTAINERS);
+
+fn debug_container(name: &str) -> Value {
+    json!({"name": name, "image": "kubeling/testbox:0.1", "targetContainerName": "c"})
+}
+
+async fn patch_ephemeral(
+    r: &Registry,
+    name: &str,
+    kind: PatchType,
+    patch: &Value,
+    opts: &WriteOptions,
+) -> Result<Arc<Stored>, ApiError> {
+    let body = patch.to_string();
+    r.patch(
+        info("pods"),
+        Some("default"),
+        name,
+        EPHEMERAL,
+        (kind, body.as_bytes()),
+        opts,
+    )
+    .await
+}
+
+/// The `managedFields` entry of `manager`.
+fn managed_entry<'a>(obj: &'a Value, manager: &str) -> &'a Value {
+    obj["metadata"]["managedFields"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|m| m["manager"] == manager))
+        .unwrap_or_else(|| panic!("no managedFields entry of {manager}: {obj}"))
+}
+
+fn manager(name: &str) -> WriteOptions {
+    WriteOptions {
+        field_manager: Some(name.into()),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn ephemeral_containers_patch_adds_a_defaulted_container_and_changes_nothing_else() {
+    let r = registry().await;
+    let mut p = pod("p");
+    p["metadata"]["labels"] = json!({"app": "a"});
+    let before = r.create(info("pods"), Some("default"), p, &opts()).await.unwrap();
+    // What kubectl debug sends, plus changes this endpoint must drop.
+    let patch = json!({
+        "metadata": {"labels": {"app": "b"}, "annotations": {"x": "y"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox:9"}],
+                 "activeDeadlineSeconds": 5,
+                 "ephemeralContainers": [{"name": "dbg", "image": "kubeling/testbox:0.1",
+                                          "targetContainerName": "c", "resources": {},
+                                          "terminationMessagePolicy": "File"}]},
+        "status": {"phase": "Running"},
+    });
+    let after = patch_ephemeral(&r, "p", PatchType::Strategic, &patch, &manager("kubectl"))
+        .await
+        .unwrap();
+    let v = &after.value;
+    let ec = &v["spec"]["ephemeralContainers"][0];
+    assert_eq!(
+        (
+            &ec["name"],
+            &ec["targetContainerName"],
+            &ec["imagePullPolicy"],
+            &ec["terminationMessagePath"]
+        ),
+        (
+            &json!("dbg"),
+            &json!("c"),
+            &json!("IfNotPresent"),
+            &json!("/dev/termination-log")
+        )
+    );
+    let mut spec_without = v["spec"].clone();
+    spec_without
+        .as_object_mut()
+        .unwrap()
+        .remove("ephemeralContainers");
+    assert_eq!(
+        spec_without, before.value["spec"],
+        "the rest of the spec is the stored one"
+    );
+    assert_eq!(v["metadata"]["labels"], json!({"app": "a"}));
+    assert!(v["metadata"].get("annotations").is_none());
+    assert_eq!(v["status"], before.value["status"]);
+    assert!(after.revision > before.revision);
+    let entry = managed_entry(v, "kubectl");
+    assert_eq!(
+        (&entry["operation"], &entry["subresource"]),
+        (&json!("Update"), &json!("ephemeralcontainers"))
+    );
+    let owned = entry["fieldsV1"].as_object().unwrap();
+    assert_eq!(owned.keys().collect::<Vec<_>>(), ["f:spec"]);
+    assert!(owned["f:spec"].get("f:ephemeralContainers").is_some(), "{entry}");
+
+    // JSON patch and merge patch reach the same list.
+    let ops = json!([{"op": "add", "path": "/spec/ephemeralContainers/-", "value": debug_container("j")}]);
+    patch_ephemeral(&r, "p", PatchType::Json, &ops, &opts())
+        .await
+        .unwrap();
+    let all = r.get(info("pods"), Some("default"), "p").unwrap().value["spec"]["ephemeralContainers"].clone();
+    let mut list = all.as_array().unwrap().clone();
+    list.push(debug_container("m"));
+    let merged = patch_ephemeral(
+        &r,
+        "p",
+        PatchType::Merge,
+        &json!({"spec": {"ephemeralContainers": list}}),
+        &opts(),
+    )
+    .await
+    .unwrap();
+    let names: Vec<&str> = merged.value["spec"]["ephemeralContainers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["dbg", "j", "m"]);
+}
+
+#[tokio::test]
+async fn ephemeral_containers_put_keeps_existing_ones_and_checks_preconditions() {
+    let r = registry().await;
+    let created = r
+        .create(info("pods"), Some("default"), pod("p"), &opts())
+        .await
+        .unwrap();
+    let o = opts();
+    let put = |body: Value| r.update(info("pods"), Some("default"), "p", EPHEMERAL, body, &o);
+    let mut body = created.value.clone();
+    body["spec"]["ephemeralContainers"] = json!([debug_container("dbg")]);
+    let added = put(body.clone()).await.unwrap();
+    assert_eq!(added.value["spec"]["ephemeralContainers"][0]["name"], "dbg");
+
+    // The body still carries the old resourceVersion: a stale write.
+    let e = put(body.clone()).await.unwrap_err();
+    assert_eq!((e.code, e.reason), (409, "Conflict"));
+    let mut wrong_uid = added.value.clone();
+    wrong_uid["metadata"]["uid"] = json!("00000000-0000-0000-0000-000000000000");
+    let e = put(wrong_uid).await.unwrap_err();
+    assert_eq!(e.code, 409);
+    assert!(
+        e.message.contains("Precondition failed: UID in precondition"),
+        "{}",
+        e.message
+    );
+
+    let mut changed = added.value.clone();
+    changed["spec"]["ephemeralContainers"][0]["image"] = json!("busybox:1.37");
+    let e = put(changed).await.unwrap_err();
+    assert_eq!((e.code, e.reason), (422, "Invalid"));
+    assert!(
+        e.message.starts_with(
+            "Pod \"p\" is invalid: spec.ephemeralContainers: Forbidden: existing ephemeral containers \"dbg\" may \
+             not be changed\n"
+        ),
+        "{}",
+        e.message
+    );
+    let mut removed = added.value.clone();
+    removed["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("ephemeralContainers");
+    let e = put(removed).await.unwrap_err();
+    assert_eq!(
+        e.message,
+        "Pod \"p\" is invalid: spec.ephemeralContainers: Forbidden: existing ephemeral containers \"dbg\" may not \
+         be removed\n"
+    );
+    assert_eq!(
+        r.get(info("pods"), Some("default"), "p").unwrap().revision,
+        added.revision
+    );
+}
+
+#[tokio::test]
+async fn invalid_ephemeral_containers_are_422_with_a_cause_per_field() {
+    let r = registry().await;
+    r.create(info("pods"), Some("default"), pod("p"), &opts())
+        .await
+        .unwrap();
+    let patch = json!({"spec": {"ephemeralContainers": [
+        {"name": "c", "image": "busybox", "ports": [{"containerPort": 80}], "targetContainerName": "nope"}]}});
+    let e = patch_ephemeral(&r, "p", PatchType::Strategic, &patch, &opts())
+        .await
+        .unwrap_err();
+    assert_eq!((e.code, e.reason), (422, "Invalid"));
+    let details = e.details.unwrap();
+    assert_eq!((&details["name"], &details["kind"]), (&json!("p"), &json!("Pod")));
+    let causes: Vec<(&str, &str)> = details["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["field"].as_str().unwrap(), c["message"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            ("spec.ephemeralContainers[0].name", "Duplicate value: \"c\""),
+            (
+                "spec.ephemeralContainers[0].targetContainerName",
+                "Not found: \"nope\""
+            ),
+            (
+                "spec.ephemeralContainers[0].ports",
+                "Forbidden: cannot be set for an Ephemeral Container"
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn ephemeral_containers_of_a_missing_pod_are_not_found_with_its_name() {
+    let r = registry().await;
+    let patch = json!({"spec": {"ephemeralContainers": [debug_container("dbg")]}});
+    let e = patch_ephemeral(&r, "nope", PatchType::Strategic, &patch, &opts())
+        .await
+        .unwrap_err();
+    // kubectl debug reads a 404 without details.name as "ephemeral containers are disabled".
+    assert_eq!(
+        (e.code, e.reason, e.message.as_str()),
+        (404, "NotFound", "pods \"nope\" not found")
+    );
+    assert_eq!(e.details.unwrap()["name"], "nope");
+    let e = r
+        .apply(
+            info("pods"),
+            Some("default"),
+            "nope",
+            EPHEMERAL,
+            pod("nope"),
+            false,
+            &manager("m"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 404, "a subresource never creates");
+}
+
+#[tokio::test]
+async fn dry_run_of_an_ephemeral_container_answers_it_and_stores_nothing() {
+    let r = registry().await;
+    let created = r
+        .create(info("pods"), Some("default"), pod("p"), &opts())
+        .await
+        .unwrap();
+    let dry = WriteOptions {
+        dry_run: true,
+        ..Default::default()
+    };
+    let patch = json!({"spec": {"ephemeralContainers": [debug_container("dbg")]}});
+    let answer = patch_ephemeral(&r, "p", PatchType::Strategic, &patch, &dry)
+        .await
+        .unwrap();
+    assert_eq!(answer.value["spec"]["ephemeralContainers"][0]["name"], "dbg");
+    let stored = r.get(info("pods"), Some("default"), "p").unwrap();
+    assert_eq!(
+        (stored.revision, &stored.value),
+        (created.revision, &created.value)
+    );
+}
+
+#[tokio::test]
+async fn the_pod_itself_cannot_change_its_ephemeral_containers() {
+    let r = registry().await;
+    r.create(info("pods"), Some("default"), pod("p"), &opts())
+        .await
+        .unwrap();
+    let patch = json!({"spec": {"ephemeralContainers": [debug_container("dbg")]}}).to_string();
+    let e = r
+        .patch(
+            info("pods"),
+            Some("default"),
+            "p",
+            None,
+            (PatchType::Strategic, patch.as_bytes()),
+            &opts(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message
+            .contains("spec: Forbidden: pod updates may not change fields other than")
+            && e.message.contains("spec.ephemeralContainers"),
+        "{}",
+        e.message
+    );
+    // Once added through the subresource, a PUT of the pod as read keeps them.
+    let patch = json!({"spec": {"ephemeralContainers": [debug_container("dbg")]}});
+    let added = patch_ephemeral(&r, "p", PatchType::Strategic, &patch, &opts())
+        .await
+        .unwrap();
+    let mut body = added.value.clone();
+    body["metadata"]["labels"] = json!({"x": "y"});
+    let u = r
+        .update(info("pods"), Some("default"), "p", None, body, &opts())
+        .await
+        .unwrap();
+    assert_eq!(
+        u.value["spec"]["ephemeralContainers"],
+        added.value["spec"]["ephemeralContainers"]
+    );
+}
+
+#[tokio::test]
+async fn server_side_apply_through_the_subresource_owns_only_ephemeral_containers() {
+    let r = registry().await;
+    let created = r
+        .create(info("pods"), Some("default"), pod("p"), &opts())
+        .await
+        .unwrap();
+    let mut applied = pod("p");
+    applied["spec"]["containers"][0]["image"] = json!("busybox:9");
+    applied["spec"]["ephemeralContainers"] = json!([debug_container("dbg")]);
+    let (p, created_now) = r
+        .apply(
+            info("pods"),
+            Some("default"),
+            "p",
+            EPHEMERAL,
+            applied.clone(),
+            false,
+            &manager("ssa"),
+        )
+        .await
+        .unwrap();
+    assert!(!created_now);
+    assert_eq!(p.value["spec"]["containers"], created.value["spec"]["containers"]);
+    assert_eq!(
+        p.value["spec"]["ephemeralContainers"][0]["imagePullPolicy"],
+        "IfNotPresent"
+    );
+    let entry = managed_entry(&p.value, "ssa");
+    assert_eq!(
+        (&entry["operation"], &entry["subresource"]),
+        (&json!("Apply"), &json!("ephemeralcontainers"))
+    );
+    assert_eq!(
+        entry["fieldsV1"]["f:spec"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["f:ephemeralContainers"]
+    );
+    // Applying the same again changes nothing.
+    let (again, _) = r
+        .apply(
+            info("pods"),
+            Some("default"),
+            "p",
+            EPHEMERAL,
+            applied,
+            false,
+            &manager("ssa"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.revision, p.revision);
+    let e = r
+        .apply(
+            info("pods"),
+            Some("default"),
+            "p",
+            Some("status"),
+            pod("p"),
+            false,
+            &manager("ssa"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 415);
+}
