@@ -29,10 +29,13 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{PodConfig, PodOp};
-use crate::events::{EventType, Recorder, node_ref};
+use crate::events::{EventType, Recorder, node_ref, pod_ref};
+use crate::lifecycle::plan::ProbeResult;
 use crate::mirror::{self, API_SOURCE};
+use crate::prober::{self, ProbeEvents, handlers::RealProber};
 use crate::runtime::{ContainerRuntime, ListFilter};
 use crate::sources::{CONFIG_SOURCE_ANNOTATION, SourceUpdate};
+use crate::status_cache::PodStatusCache;
 
 /// upstream: the generic PLEG relists every second.
 pub(crate) const RELIST_PERIOD: Duration = Duration::from_secs(1);
@@ -122,12 +125,29 @@ pub struct Kubelet {
     pub(crate) stopping: Mutex<HashMap<PodKey, HashSet<String>>>,
     /// A housekeeping pass is running.
     pub(crate) housekeeping: std::sync::atomic::AtomicBool,
+    /// The probe manager: a worker per container probe.
+    pub(crate) probes: Arc<prober::Manager>,
+    /// The status manager's cache, which the probe workers read.
+    pub(crate) statuses: Arc<PodStatusCache>,
+    /// Ends the probe workers when the kubelet stops.
+    probe_cancel: CancellationToken,
 }
 
 impl Kubelet {
     /// A kubelet for `cfg.node_name` over `runtime`.
     pub fn new(client: kube::Client, runtime: Arc<dyn ContainerRuntime>, cfg: KubeletConfig) -> Arc<Kubelet> {
         let recorder = Arc::new(Recorder::new(client.clone(), "kubelet", Some(&cfg.node_name)));
+        let statuses = Arc::new(PodStatusCache::new());
+        let probe_cancel = CancellationToken::new();
+        let probes = prober::Manager::new(
+            prober::ManagerConfig {
+                status: statuses.clone(),
+                prober: Arc::new(RealProber::new(runtime.clone())),
+                events: Arc::new(RecorderEvents(recorder.clone())),
+                clock: prober::system_clock(),
+            },
+            probe_cancel.clone(),
+        );
         Arc::new(Kubelet {
             containers: Arc::new(Mutex::new(HashMap::new())),
             client,
@@ -138,6 +158,9 @@ impl Kubelet {
             mirrors: Mutex::new(HashMap::new()),
             stopping: Mutex::new(HashMap::new()),
             housekeeping: std::sync::atomic::AtomicBool::new(false),
+            probes,
+            statuses,
+            probe_cancel,
         })
     }
 
@@ -170,6 +193,8 @@ impl Kubelet {
             ..Default::default()
         };
         let mut sources_open = true;
+        let _stop_probes = self.probe_cancel.clone().drop_guard();
+        tokio::spawn(self.clone().probe_updates(cancel.clone()));
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING_PERIOD);
         housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -186,6 +211,9 @@ impl Kubelet {
                 _ = housekeeping.tick() => {
                     if state.api_synced && state.config.seen_all() {
                         self.start_housekeeping(&state.config);
+                        let desired: HashSet<String> =
+                            self.workers.lock().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
+                        self.probes.cleanup_pods(&desired);
                     }
                 }
             }
@@ -196,6 +224,40 @@ impl Kubelet {
                 let me = self.clone();
                 tokio::spawn(async move { me.clean_orphans(&keep).await });
             }
+        }
+    }
+
+    /// The probe results' update loop (upstream `syncLoopIteration`'s probe cases): a readiness or startup
+    /// change, or a liveness failure, syncs the pod at once, so its status (ready, started, the Ready
+    /// conditions) is written and a failed container is killed without waiting for the next relist.
+    async fn probe_updates(self: Arc<Self>, cancel: CancellationToken) {
+        let take = |t| self.probes.results(t).updates();
+        let (Some(mut live), Some(mut ready), Some(mut started)) = (
+            take(prober::ProbeType::Liveness),
+            take(prober::ProbeType::Readiness),
+            take(prober::ProbeType::Startup),
+        ) else {
+            return;
+        };
+        loop {
+            let update = tokio::select! {
+                _ = cancel.cancelled() => return,
+                Some(u) = live.recv() => (u.result == ProbeResult::Failure).then_some(u),
+                Some(u) = ready.recv() => Some(u),
+                Some(u) = started.recv() => Some(u),
+                else => return,
+            };
+            if let Some(u) = update {
+                self.wake(&u.pod_uid);
+            }
+        }
+    }
+
+    /// Makes a pod's worker sync now (its desired pod unchanged).
+    pub(crate) fn wake(&self, uid: &str) {
+        let workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = workers.get(uid) {
+            tx.send_modify(|_| {});
         }
     }
 
@@ -469,6 +531,18 @@ impl Kubelet {
                 .await;
             let _ = self.runtime.remove_container(&c.id).await;
         }
+    }
+}
+
+/// Probe events through the kubelet's recorder, about the container (`involvedObject.fieldPath`).
+struct RecorderEvents(Arc<Recorder>);
+
+impl ProbeEvents for RecorderEvents {
+    fn record(&self, pod: &Pod, field_path: &str, ty: EventType, reason: &'static str, message: String) {
+        let mut object = pod_ref(pod);
+        object.field_path = Some(field_path.to_owned());
+        let recorder = self.0.clone();
+        tokio::spawn(async move { recorder.record(&object, ty, reason, &message).await });
     }
 }
 

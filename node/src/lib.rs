@@ -16,4 +16,5 @@ pub mod scheduler;
 pub mod server;
 pub mod sources;
 pub mod status_cache;
+pub mod termination;
 pub mod volumes;

@@ -7,6 +7,7 @@
 //! (see `/work/shared/reference/kubelet-behaviour.md` §4 and §5), table-tested without a runtime.
 
 pub mod backoff;
+pub mod deadline;
 pub mod hash;
 pub mod plan;
 pub mod status;

@@ -76,6 +76,9 @@ pub struct StatusContext<'a> {
     /// Set on the termination path after the containers were killed: the phase becomes terminal from
     /// the exit codes (upstream `podIsTerminal`).
     pub pod_is_terminal: bool,
+    /// An internal module's verdict that the pod must fail (upstream `PodSyncHandler.ShouldEvict`), e.g.
+    /// `activeDeadlineSeconds`: phase `Failed` with this reason and message.
+    pub eviction: Option<(&'a str, &'a str)>,
     /// Now, for `startTime` and condition transitions.
     pub now: Timestamp,
 }
@@ -133,7 +136,7 @@ pub fn pod_status(pod: &Pod, observed: &ObservedPod, ctx: &StatusContext<'_>) ->
             ..Default::default()
         })
         .collect();
-    let ephemeral = convert_statuses(
+    let mut ephemeral = convert_statuses(
         pod,
         observed,
         &old.ephemeral_container_statuses,
@@ -142,6 +145,12 @@ pub fn pod_status(pod: &Pod, observed: &ObservedPod, ctx: &StatusContext<'_>) ->
         false,
         ctx,
     );
+    // The prober sets started and ready for regular and init containers only: an ephemeral container is
+    // never ready and has no started flag (upstream's UpdatePodStatus skips them).
+    for st in &mut ephemeral {
+        st.ready = false;
+        st.started = None;
+    }
 
     // Phase, never leaving a terminal phase; reason and message stay while the phase does.
     let all: Vec<&ContainerStatus> = regular.iter().chain(init.iter()).collect();
@@ -164,6 +173,11 @@ pub fn pod_status(pod: &Pod, observed: &ObservedPod, ctx: &StatusContext<'_>) ->
             .clone()
             .filter(|m| !m.is_empty())
             .or_else(|| api.message.clone());
+    }
+    if let Some((reason, message)) = ctx.eviction {
+        phase = "Failed";
+        s.reason = Some(reason.to_owned());
+        s.message = Some(message.to_owned());
     }
     s.phase = Some(phase.to_owned());
 
@@ -924,6 +938,7 @@ mod tests {
             waiting,
             previous,
             pod_is_terminal: false,
+            eviction: None,
             now: t(100),
         };
         pod_status(pod, obs, &ctx)
@@ -1042,6 +1057,7 @@ mod tests {
                 waiting: &waiting,
                 previous: None,
                 pod_is_terminal: true,
+                eviction: None,
                 now: t(100),
             };
             let s = pod_status(&p, &up(vec![inst(&p, "a", "c1", exited(code, 1, 2), 1)]), &ctx);
@@ -1289,6 +1305,7 @@ mod tests {
             waiting: &waiting,
             previous: Some(&first),
             pod_is_terminal: false,
+            eviction: None,
             now: t(500),
         };
         let second = pod_status(&p2, &up(vec![a]), &ctx);

@@ -1,6 +1,6 @@
 //! One worker per pod UID (upstream `pod_workers.go` and the kubelet-level `SyncPod`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,10 +13,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventType, pod_ref};
 use crate::lifecycle::backoff::{BackoffState, image_pull_key};
+use crate::lifecycle::deadline;
 use crate::lifecycle::hash::hash_container;
 use crate::lifecycle::plan::{self, ObservedContainer, ObservedPod, ObservedSandbox, PodActions};
 use crate::lifecycle::status::{StatusContext, WaitingReason, pod_status};
 use crate::mirror::{self, MirrorAction};
+use crate::prober::ProbeType;
 use crate::runtime::{
     ContainerConfig, ContainerKind, CriState, ListFilter, PortMapping, Protocol, PullPolicy, Resources,
     SandboxConfig, SecurityConfig,
@@ -26,11 +28,10 @@ use crate::kubelet::{
     Desired, Kubelet, MINIMUM_GRACE_PERIOD, MIRROR_SYNC_TIMEOUT, RELIST_PERIOD, delete_now, pod_key,
 };
 
+mod hooks;
 mod kill;
 mod start;
 mod status;
-
-use kill::grace_of;
 
 pub(crate) struct Worker {
     k: Arc<Kubelet>,
@@ -45,6 +46,14 @@ pub(crate) struct Worker {
     pod_names: Option<(String, String)>,
     /// The last desired pod.
     last_pod: Option<Pod>,
+    /// The desired state as the loop sees it, for hooks that a deletion interrupts.
+    desired: Option<watch::Receiver<Desired>>,
+    /// The kubelet stopping.
+    cancel: CancellationToken,
+    /// Termination messages of exited container instances (they never change), by container ID.
+    messages: HashMap<String, String>,
+    /// Why the kubelet failed the pod itself (activeDeadlineSeconds): reason and message.
+    eviction: Option<(&'static str, &'static str)>,
 }
 
 impl Worker {
@@ -59,10 +68,40 @@ impl Worker {
             reported_to: None,
             pod_names: None,
             last_pod: None,
+            desired: None,
+            cancel: CancellationToken::new(),
+            messages: HashMap::new(),
+            eviction: None,
+        }
+    }
+
+    /// Resolves when the pod is deleted or removed, or the kubelet stops.
+    fn interrupted(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let rx = self.desired.clone();
+        let cancel = self.cancel.clone();
+        async move {
+            let Some(mut rx) = rx else {
+                return cancel.cancelled().await;
+            };
+            loop {
+                let stop = match &*rx.borrow_and_update() {
+                    Desired::Pod(p) => p.metadata.deletion_timestamp.is_some(),
+                    Desired::Gone | Desired::Removed => true,
+                };
+                if stop {
+                    return;
+                }
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    r = rx.changed() => if r.is_err() { return },
+                }
+            }
         }
     }
 
     pub(crate) async fn run(mut self, mut rx: watch::Receiver<Desired>, cancel: CancellationToken) {
+        self.desired = Some(rx.clone());
+        self.cancel = cancel.clone();
         loop {
             let desired = rx.borrow_and_update().clone();
             let pod = match desired {
@@ -120,7 +159,7 @@ impl Worker {
         }
     }
 
-    async fn observe(&self) -> ObservedPod {
+    async fn observe(&mut self) -> ObservedPod {
         let out = self.observe_runtime().await;
         // Publish the newest and previous instance of each container for logs and exec.
         let mut by_name: BTreeMap<&str, Vec<&ObservedContainer>> = BTreeMap::new();
@@ -140,8 +179,10 @@ impl Worker {
         out
     }
 
-    async fn observe_runtime(&self) -> ObservedPod {
+    async fn observe_runtime(&mut self) -> ObservedPod {
         let mut out = ObservedPod::default();
+        let limit = crate::termination::per_container_limit(self.container_count());
+        let mut seen_exited = HashMap::new();
         let Ok(list) = self.k.runtime.list(&ListFilter::all().pod_uid(&self.uid)).await else {
             return out;
         };
@@ -167,13 +208,25 @@ impl Worker {
                         CriState::Exited { reason } => plan::ContainerState::Exited {
                             exit_code: st.exit_code as i32,
                             reason: Some(reason.to_string()),
-                            message: Some(st.error.clone()).filter(|e| !e.is_empty()),
+                            message: {
+                                let message = match self.messages.get(&c.id) {
+                                    Some(m) => m.clone(),
+                                    None => self.termination_message(&c, st.exit_code as i32, reason).await,
+                                };
+                                seen_exited.insert(c.id.clone(), message.clone());
+                                let message = crate::termination::truncate(&message, limit);
+                                Some(crate::termination::join(&st.error, message)).filter(|m| !m.is_empty())
+                            },
                             started_at: st.started_at.unwrap_or(c.created),
                             finished_at: st.finished_at.unwrap_or(c.created),
                             oom_killed: st.oom_killed,
                         },
                     };
+                    let result = |t| self.k.probes.results(t).get(&c.id);
                     out.containers.push(ObservedContainer {
+                        liveness: result(ProbeType::Liveness),
+                        readiness: result(ProbeType::Readiness),
+                        startup: result(ProbeType::Startup),
                         id: c.id.clone(),
                         name: c.container_name().unwrap_or("").to_string(),
                         restart_count: c.restart_count().unwrap_or(0),
@@ -182,15 +235,67 @@ impl Worker {
                         image_ref: format!("docker://{}", st.image_id),
                         created: c.created,
                         state,
-                        liveness: None,
-                        readiness: None,
-                        startup: None,
                     });
                 }
                 None => {}
             }
         }
+        // Exited instances never change: their messages are read once, and forgotten with them.
+        self.messages = seen_exited;
         out
+    }
+
+    /// Regular, init and ephemeral containers in the spec (they share the pod's 12 KiB of messages).
+    fn container_count(&self) -> usize {
+        self.last_pod
+            .as_ref()
+            .and_then(|p| p.spec.as_ref())
+            .map_or(1, |s| {
+                s.containers.len()
+                    + s.init_containers.as_ref().map_or(0, Vec::len)
+                    + s.ephemeral_containers.as_ref().map_or(0, Vec::len)
+            })
+    }
+
+    /// The termination message of an exited instance: its file, or with `FallbackToLogsOnError` the end
+    /// of its log (upstream `getTerminationMessage` / `readLastStringFromContainerLogs`).
+    async fn termination_message(
+        &self,
+        c: &crate::runtime::ContainerInfo,
+        exit_code: i32,
+        reason: &str,
+    ) -> String {
+        use crate::runtime::naming::ANNOTATION_TERMINATION_MESSAGE_POLICY;
+        let name = c.container_name().unwrap_or("");
+        let restart_count = c.restart_count().unwrap_or(0);
+        let message = crate::volumes::VolumeHost::new(&self.k.cfg.data_dir)
+            .ok()
+            .and_then(|h| h.pod_dir(&self.uid).ok())
+            .map(|dir| {
+                crate::termination::read_message(&crate::termination::message_file(&dir, name, restart_count))
+            })
+            .unwrap_or_default();
+        let policy = c
+            .annotation(ANNOTATION_TERMINATION_MESSAGE_POLICY)
+            .unwrap_or("File");
+        if !crate::termination::falls_back_to_logs(policy, &message, exit_code, Some(reason)) {
+            return message;
+        }
+        let options = crate::runtime::LogOptions {
+            tail: Some(crate::termination::LOG_LINES),
+            ..Default::default()
+        };
+        let Ok(mut stream) = self.k.runtime.logs(&c.id, &options).await else {
+            return message;
+        };
+        let mut tail = Vec::new();
+        while let Some(Ok(chunk)) = futures_util::StreamExt::next(&mut stream).await {
+            tail.extend_from_slice(&chunk);
+            if tail.len() >= crate::termination::MAX_LOG_MESSAGE {
+                break;
+            }
+        }
+        crate::termination::from_logs(&tail)
     }
 
     /// One pass: plan, act, report. Returns when to look again at the latest.
@@ -204,7 +309,51 @@ impl Worker {
         if mirror::is_static_pod(pod) {
             let _ = tokio::time::timeout(MIRROR_SYNC_TIMEOUT, self.sync_mirror(pod)).await;
         }
+        // upstream SyncPod: probeManager.AddPod on every sync (idempotent). The status last reported (the
+        // mirror pod's for a static pod) seeds the results of containers this kubelet adopted.
+        let reported = if mirror::is_static_pod(pod) {
+            self.k.mirror_of(pod).and_then(|m| m.status)
+        } else {
+            pod.status.clone()
+        };
         let now = Timestamp::now();
+        let start_time = self
+            .last_status
+            .as_ref()
+            .and_then(|s| s.start_time.clone())
+            .or_else(|| pod.status.as_ref().and_then(|s| s.start_time.clone()))
+            .map(|t| t.0);
+        if self.eviction.is_none() && deadline::past_deadline(pod, start_time, now) {
+            self.eviction = Some((deadline::DEADLINE_EXCEEDED, deadline::DEADLINE_MESSAGE));
+            self.k
+                .recorder
+                .record(
+                    &pod_ref(pod),
+                    EventType::Normal,
+                    deadline::DEADLINE_EXCEEDED,
+                    deadline::DEADLINE_MESSAGE,
+                )
+                .await;
+        }
+        if self.eviction.is_some() || self.is_terminal(pod) {
+            // A terminal phase never goes back (upstream's pod worker moves the pod to terminated): stop
+            // what still runs, start nothing, keep the status current.
+            let observed = self.observe().await;
+            let running = observed
+                .containers
+                .iter()
+                .any(|c| matches!(c.state, plan::ContainerState::Running { .. }));
+            let observed = if running || observed.sandboxes.iter().any(|s| s.ready) {
+                self.k.probes.stop_liveness_and_startup(pod);
+                self.kill_all(pod, &observed, None).await;
+                self.observe().await
+            } else {
+                observed
+            };
+            self.report(pod, &observed, false).await;
+            return None;
+        }
+        self.k.probes.add_pod(pod, reported.as_ref());
         let observed = self.observe().await;
         let actions = plan::plan(pod, &observed, &self.crash_backoff, now);
         let acted = self.execute(pod, &observed, &actions).await;
@@ -220,23 +369,34 @@ impl Worker {
         }
         let observed = if acted { self.observe().await } else { observed };
         self.report(pod, &observed, false).await;
-        actions.next_check
+        let deadline = deadline::deadline(pod, start_time.or_else(|| self.start_time()));
+        match (actions.next_check, deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The pod's phase, as last reported or as the API has it, is Succeeded or Failed.
+    fn is_terminal(&self, pod: &Pod) -> bool {
+        let terminal = |p: Option<&str>| matches!(p, Some("Succeeded" | "Failed"));
+        terminal(self.last_status.as_ref().and_then(|s| s.phase.as_deref()))
+            || terminal(pod.status.as_ref().and_then(|s| s.phase.as_deref()))
+    }
+
+    fn start_time(&self) -> Option<Timestamp> {
+        self.last_status.as_ref()?.start_time.as_ref().map(|t| t.0)
     }
 
     async fn execute(&mut self, pod: &Pod, observed: &ObservedPod, actions: &PodActions) -> bool {
         let mut acted = false;
-        let grace = Duration::from_secs(2);
         if actions.kill_pod {
             acted = true;
-            self.kill_all(pod, observed, grace.as_secs() as i64).await;
+            self.kill_all(pod, observed, None).await;
         }
         for k in &actions.containers_to_kill {
             acted = true;
-            self.k
-                .recorder
-                .record(&pod_ref(pod), EventType::Normal, "Killing", &k.message)
+            self.kill_container(pod, &k.id, &k.name, Some(&k.message), Some(k.reason), None)
                 .await;
-            let _ = self.k.runtime.stop_container(&k.id, grace_of(pod), None).await;
         }
         let mut sandbox = observed
             .sandboxes
@@ -260,17 +420,32 @@ impl Worker {
         }
         let Some(sandbox) = sandbox else { return acted };
         let spec = pod.spec.clone().unwrap_or_default();
+        // upstream starts ephemeral containers before init containers, so a debugger runs even when init fails.
+        for &i in &actions.ephemeral_containers_to_start {
+            acted = true;
+            if let Some(e) = spec.ephemeral_containers.as_ref().and_then(|v| v.get(i)) {
+                let target = e
+                    .target_container_name
+                    .as_deref()
+                    .and_then(|t| observed.newest(t))
+                    .filter(|t| matches!(t.state, plan::ContainerState::Running { .. }))
+                    .map(|t| t.id.clone());
+                let c = api::pod::ephemeral_as_container(e);
+                self.start_container(pod, &c, &sandbox, observed, target.as_deref())
+                    .await;
+            }
+        }
         let inits = spec.init_containers.clone().unwrap_or_default();
         for &i in &actions.init_containers_to_start {
             acted = true;
             if let Some(c) = inits.get(i) {
-                self.start_container(pod, c, &sandbox, observed).await;
+                self.start_container(pod, c, &sandbox, observed, None).await;
             }
         }
         for &i in &actions.containers_to_start {
             acted = true;
             if let Some(c) = spec.containers.get(i) {
-                self.start_container(pod, c, &sandbox, observed).await;
+                self.start_container(pod, c, &sandbox, observed, None).await;
             }
         }
         acted
@@ -279,9 +454,12 @@ impl Worker {
     /// containers with the pod's remaining grace, stop the sandbox, write the terminal status, then delete
     /// the pod with grace 0 and a UID precondition so it leaves the API.
     async fn terminate(&mut self, pod: &Pod) {
+        // Readiness keeps running through graceful termination (upstream StopLivenessAndStartup).
+        self.k.probes.stop_liveness_and_startup(pod);
         let observed = self.observe().await;
         let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(30);
-        self.kill_all(pod, &observed, grace).await;
+        self.kill_all(pod, &observed, Some(grace)).await;
+        self.k.probes.remove_pod(&self.uid);
         let observed = self.observe().await;
         self.report(pod, &observed, true).await;
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
@@ -310,7 +488,9 @@ impl Worker {
             .as_ref()
             .and_then(|s| s.termination_grace_period_seconds)
             .unwrap_or(30);
-        self.kill_all(pod, &observed, grace).await;
+        self.k.probes.stop_liveness_and_startup(pod);
+        self.kill_all(pod, &observed, Some(grace)).await;
+        self.k.probes.remove_pod(&self.uid);
         if let Some(m) = self.k.mirror_of(pod) {
             let (ns, name) = pod_key(&m);
             let uid = m.metadata.uid.clone().unwrap_or_default();
@@ -377,6 +557,8 @@ impl Worker {
     }
 
     async fn remove_everything(&self) {
+        self.k.probes.remove_pod(&self.uid);
+        self.k.statuses.remove(&self.uid);
         if let Ok(list) = self.k.runtime.list(&ListFilter::all().pod_uid(&self.uid)).await {
             for c in list {
                 let grace = Duration::from_secs(MINIMUM_GRACE_PERIOD as u64);

@@ -1,8 +1,63 @@
 //! Starting a pod: its sandbox and its containers (upstream `startContainer`).
 
+use k8s_openapi::api::core::v1::LifecycleHandler;
+
+use super::kill::container_ref;
 use super::*;
 
 impl Worker {
+    /// upstream: postStart runs synchronously right after the start, so the status shows the container
+    /// waiting until it returns. A failure kills the container (`FailedPostStartHook`) and leaves the
+    /// waiting reason `PostStartHookError`; the restart follows the restart policy. A deletion (or the
+    /// kubelet stopping) interrupts a hook that hangs.
+    async fn post_start(
+        &mut self,
+        pod: &Pod,
+        c: &Container,
+        id: &str,
+        hook: &LifecycleHandler,
+        pod_ip: Option<&str>,
+    ) {
+        let outcome = {
+            let interrupted = self.interrupted();
+            tokio::select! {
+                r = self.run_hook(pod, c, id, hook, pod_ip) => r,
+                _ = interrupted => Err("interrupted: the pod is being deleted".to_owned()),
+            }
+        };
+        let Err(msg) = outcome else { return };
+        tracing::info!(pod = %pod.metadata.name.as_deref().unwrap_or(""), container = %c.name, %msg, "postStart hook failed");
+        let r = container_ref(pod, &c.name);
+        self.k
+            .recorder
+            .record(
+                &r,
+                EventType::Warning,
+                "FailedPostStartHook",
+                "PostStartHook failed",
+            )
+            .await;
+        self.kill_container(pod, id, &c.name, Some("FailedPostStartHook"), None, None)
+            .await;
+        self.waiting.insert(
+            c.name.clone(),
+            WaitingReason {
+                reason: "PostStartHookError".into(),
+                message: Some(msg),
+            },
+        );
+    }
+
+    /// The node file behind a container instance's termination message, created empty.
+    fn termination_message_file(&self, name: &str, restart_count: u32) -> Result<std::path::PathBuf, String> {
+        let host = crate::volumes::VolumeHost::new(&self.k.cfg.data_dir).map_err(|e| e.to_string())?;
+        let dir = host.pod_dir(&self.uid).map_err(|e| e.to_string())?;
+        let path = crate::termination::message_file(&dir, name, restart_count);
+        crate::termination::prepare(&path)
+            .map_err(|e| format!("creating the termination message file {}: {e}", path.display()))?;
+        Ok(path)
+    }
+
     pub(super) async fn create_sandbox(
         &mut self,
         pod: &Pod,
@@ -70,8 +125,9 @@ impl Worker {
         c: &Container,
         sandbox: &ObservedSandbox,
         observed: &ObservedPod,
+        target: Option<&str>,
     ) {
-        let r = pod_ref(pod);
+        let r = container_ref(pod, &c.name);
         let image = c.image.clone().unwrap_or_default();
         let policy = PullPolicy::from_api(c.image_pull_policy.as_deref(), &image);
         let pull_key = image_pull_key(&self.uid, &image);
@@ -144,6 +200,25 @@ impl Worker {
                 return;
             }
         };
+        let mut binds = mounts.binds;
+        let message_path = c
+            .termination_message_path
+            .clone()
+            .unwrap_or_else(|| "/dev/termination-log".into());
+        if !message_path.is_empty() {
+            match self.termination_message_file(&c.name, restart_count) {
+                Ok(host_path) => binds.push(crate::runtime::Mount {
+                    host_path: host_path.to_string_lossy().into_owned(),
+                    container_path: message_path.clone(),
+                    read_only: false,
+                }),
+                Err(msg) => {
+                    self.container_failed(&r, &c.name, "CreateContainerConfigError", msg)
+                        .await;
+                    return;
+                }
+            }
+        }
         let spec = pod.spec.clone().unwrap_or_default();
         let limits = c
             .resources
@@ -161,7 +236,7 @@ impl Worker {
             command: env.command,
             args: env.args,
             env: env.env,
-            mounts: mounts.binds,
+            mounts: binds,
             tmpfs: mounts.tmpfs,
             working_dir: c.working_dir.clone(),
             resources: Resources {
@@ -179,13 +254,12 @@ impl Worker {
             security: security_config(&spec, c),
             tty: c.tty.unwrap_or(false),
             stdin: c.stdin.unwrap_or(false),
+            stdin_once: c.stdin_once.unwrap_or(false),
+            target_container_id: target.map(str::to_owned),
             share_process_namespace: spec.share_process_namespace.unwrap_or(false),
             host_network: spec.host_network.unwrap_or(false),
             hash: hash_container(c),
-            termination_message_path: c
-                .termination_message_path
-                .clone()
-                .unwrap_or_else(|| "/dev/termination-log".into()),
+            termination_message_path: message_path,
             termination_message_policy: c
                 .termination_message_policy
                 .clone()
@@ -225,6 +299,9 @@ impl Worker {
                 &format!("Started container {}", c.name),
             )
             .await;
+        if let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
+            self.post_start(pod, c, &id, hook, sandbox.ip.as_deref()).await;
+        }
         // Keep the newest dead instance for `logs --previous`; older ones go (upstream container GC).
         let mut dead: Vec<&ObservedContainer> = observed
             .containers

@@ -12,9 +12,12 @@ impl Worker {
             waiting: &self.waiting,
             previous: self.last_status.as_ref(),
             pod_is_terminal: terminal,
+            eviction: self.eviction,
             now: Timestamp::now(),
         };
         let status = pod_status(pod, observed, &ctx);
+        self.k.statuses.set(&self.uid, status.clone());
+        self.trigger_first_readiness(pod, &status, observed);
         // A static pod's status goes to its mirror pod; none yet, no status (upstream skips the update too).
         let (target_uid, old_status) = if mirror::is_static_pod(pod) {
             match self.k.mirror_of(pod) {
@@ -51,6 +54,32 @@ impl Worker {
                 self.reported_to = Some(target_uid);
             }
             Err(e) => tracing::debug!(pod = %name, error = %e, "status update"),
+        }
+    }
+
+    /// upstream `UpdatePodStatus`: a started container whose readiness probe has no result yet is probed
+    /// now rather than a period later, so a new container becomes ready as soon as it can.
+    fn trigger_first_readiness(&self, pod: &Pod, status: &PodStatus, observed: &ObservedPod) {
+        let Some(spec) = pod.spec.as_ref() else { return };
+        let statuses = status
+            .container_statuses
+            .iter()
+            .chain(status.init_container_statuses.iter())
+            .flatten();
+        for st in statuses {
+            let running = st.state.as_ref().is_some_and(|s| s.running.is_some());
+            if !running || st.started != Some(true) {
+                continue;
+            }
+            let probed = spec
+                .containers
+                .iter()
+                .chain(spec.init_containers.iter().flatten())
+                .any(|c| c.name == st.name && c.readiness_probe.is_some());
+            let unknown = observed.newest(&st.name).is_some_and(|c| c.readiness.is_none());
+            if probed && unknown {
+                self.k.probes.trigger_readiness(&self.uid, &st.name);
+            }
         }
     }
 }

@@ -366,6 +366,8 @@ impl ContainerRuntime for DockerRuntime {
             ipc_mode: Some(sandbox.clone()),
             pid_mode: if config.host_pid {
                 Some("host".to_owned())
+            } else if let Some(target) = &config.target_container_id {
+                Some(format!("container:{target}"))
             } else if config.share_process_namespace {
                 Some(sandbox)
             } else {

@@ -343,6 +343,9 @@ pub struct ContainerConfig {
     pub share_process_namespace: bool,
     /// `spec.hostPID`.
     pub host_pid: bool,
+    /// An ephemeral container's `targetContainerName`, resolved to the running container's ID: the PID
+    /// namespace to join.
+    pub target_container_id: Option<String>,
     /// `spec.hostNetwork`: the container also takes the host's UTS namespace.
     pub host_network: bool,
     /// Container hash (hex), stored as `annotation.io.kubernetes.container.hash` (§4.5).

@@ -1,0 +1,428 @@
+//! Step 5 with the real binary, kubectl and Docker: liveness, readiness and startup probes of every handler
+//! kind drive `ready`, `started`, the Ready condition and restarts, as `kubectl get`, `wait` and `describe`
+//! show them.
+
+mod common;
+#[path = "../fixtures/testbox/image.rs"]
+mod testbox_image;
+
+use std::time::{Duration, Instant};
+
+use common::Cluster;
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A pod with the given containers (YAML list items, indented by two spaces, `IMAGE` replaced).
+fn pod(name: &str, spec_extra: &str, containers: &str) -> String {
+    let image = testbox_image::ensure_testbox_image();
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 1\n{spec_extra}  containers:\n{}",
+        containers.replace("IMAGE", &image)
+    )
+}
+
+fn status<'a>(p: &'a Value, container: &str) -> &'a Value {
+    p["status"]["containerStatuses"]
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["name"] == container))
+        .unwrap_or(&Value::Null)
+}
+
+fn condition(p: &Value, type_: &str) -> String {
+    p["status"]["conditions"]
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["type"] == type_))
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The READY column of `kubectl get pod`.
+fn ready_column(c: &Cluster, name: &str) -> String {
+    let out = c.ok(&["get", "pod", name, "--no-headers"]);
+    out.split_whitespace().nth(1).unwrap_or("").to_string()
+}
+
+/// The pod's events as `reason: message` lines.
+fn events(c: &Cluster, pod: &str) -> Vec<String> {
+    let out = c.ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        &format!("involvedObject.name={pod}"),
+        "-o",
+        "json",
+    ]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e["reason"].as_str().unwrap_or(""),
+                e["message"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+fn wait_event(c: &Cluster, pod: &str, want: &str) -> Vec<String> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let evs = events(c, pod);
+        if evs.iter().any(|e| e.contains(want)) {
+            return evs;
+        }
+        assert!(Instant::now() < deadline, "no event {want:?} for {pod}: {evs:#?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn readiness_http_probe_gates_ready_and_follows_the_health_path_without_restarts() {
+    let c = Cluster::up();
+    // /ready answers 503 for 4 s, then 200 while /tmp/unready does not exist.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod(
+            "web",
+            "",
+            "  - name: main
+    image: IMAGE
+    args: [serve, --port, \"8080\", --ready-after, \"4\"]
+    readinessProbe:
+      httpGet: {path: /ready, port: 8080}
+      periodSeconds: 1
+      failureThreshold: 1
+",
+        ),
+    );
+    let running = c.wait_json(&["pod", "web"], WAIT, |p| {
+        status(p, "main")["state"]["running"].is_object()
+    });
+    let started_at = Instant::now();
+    assert_eq!(status(&running, "main")["ready"], false, "{running}");
+    assert_eq!(ready_column(&c, "web"), "0/1");
+    // kubectl wait returns only once the probe passes.
+    c.ok(&["wait", "--for=condition=Ready", "pod/web", "--timeout=60s"]);
+    assert!(
+        started_at.elapsed() >= Duration::from_secs(2),
+        "Ready after {:?}, before /ready could answer 200",
+        started_at.elapsed()
+    );
+    assert_eq!(ready_column(&c, "web"), "1/1");
+    let p = c.wait_json(&["pod", "web"], WAIT, |p| {
+        condition(p, "ContainersReady") == "True"
+    });
+    assert_eq!(condition(&p, "Ready"), "True");
+    assert_eq!(status(&p, "main")["started"], true);
+
+    // The path fails: not ready, no restart.
+    c.ok(&["exec", "web", "--", "touch", "/tmp/unready"]);
+    let p = c.wait_json(&["pod", "web"], WAIT, |p| condition(p, "Ready") == "False");
+    let ready = p["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap()
+        .clone();
+    assert_eq!(ready["reason"], "ContainersNotReady", "{ready}");
+    assert_eq!(
+        ready["message"], "containers with unready status: [main]",
+        "{ready}"
+    );
+    assert_eq!(ready_column(&c, "web"), "0/1");
+    assert!(
+        events(&c, "web")
+            .iter()
+            .any(|e| e
+                .starts_with("Unhealthy: Readiness probe failed: HTTP probe failed with statuscode: 503")),
+        "{:#?}",
+        events(&c, "web")
+    );
+
+    // And passes again.
+    c.ok(&["exec", "web", "--", "rm", "/tmp/unready"]);
+    let p = c.wait_json(&["pod", "web"], WAIT, |p| condition(p, "Ready") == "True");
+    assert_eq!(status(&p, "main")["restartCount"], 0, "{p}");
+    assert_eq!(
+        status(&p, "main")["containerID"],
+        status(&running, "main")["containerID"],
+        "the container was not replaced"
+    );
+}
+
+#[test]
+fn failing_liveness_exec_probe_kills_and_restarts_the_container_which_then_passes() {
+    let c = Cluster::up();
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod(
+            "alive",
+            "",
+            "  - name: main
+    image: IMAGE
+    args: [sleep]
+    livenessProbe:
+      exec: {command: [sh, -c, \"test ! -e /tmp/dead\"]}
+      periodSeconds: 1
+      failureThreshold: 2
+",
+        ),
+    );
+    let first = c.wait_json(&["pod", "alive"], WAIT, |p| status(p, "main")["ready"] == true);
+    c.ok(&["exec", "alive", "--", "touch", "/tmp/dead"]);
+    let p = c.wait_json(&["pod", "alive"], WAIT, |p| {
+        status(p, "main")["restartCount"] == 1 && status(p, "main")["state"]["running"].is_object()
+    });
+    assert_ne!(
+        status(&p, "main")["containerID"],
+        status(&first, "main")["containerID"]
+    );
+    let last = &status(&p, "main")["lastState"]["terminated"];
+    assert!(last["exitCode"].as_i64().is_some(), "{p}");
+    let evs = events(&c, "alive");
+    assert!(
+        evs.iter()
+            .any(|e| e.starts_with("Unhealthy: Liveness probe failed")),
+        "{evs:#?}"
+    );
+    assert!(
+        evs.iter()
+            .any(|e| e == "Killing: Container main failed liveness probe, will be restarted"),
+        "{evs:#?}"
+    );
+    // The new container (a fresh filesystem) passes: no second restart over several periods.
+    std::thread::sleep(Duration::from_secs(4));
+    let p = c.wait_json(&["pod", "alive"], WAIT, |_| true);
+    assert_eq!(status(&p, "main")["restartCount"], 1, "{p}");
+    assert_eq!(status(&p, "main")["ready"], true, "{p}");
+}
+
+#[test]
+fn startup_probe_holds_the_other_probes_and_one_that_never_passes_restarts_the_container() {
+    let c = Cluster::up();
+    // /ready answers 200 after 5 s: the startup probe. Readiness and liveness hit /healthz and /, which the
+    // server logs, so the log shows whether they ran before startup passed.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod(
+            "slow",
+            "",
+            "  - name: main
+    image: IMAGE
+    args: [serve, --port, \"8080\", --ready-after, \"5\", --log-requests]
+    startupProbe:
+      httpGet: {path: /ready, port: 8080}
+      periodSeconds: 1
+      failureThreshold: 30
+    readinessProbe:
+      httpGet: {path: /healthz, port: 8080}
+      periodSeconds: 1
+    livenessProbe:
+      httpGet: {path: /, port: 8080}
+      periodSeconds: 1
+",
+        ),
+    );
+    let early = c.wait_json(&["pod", "slow"], WAIT, |p| {
+        status(p, "main")["state"]["running"].is_object()
+    });
+    assert_eq!(status(&early, "main")["started"], false, "{early}");
+    assert_eq!(status(&early, "main")["ready"], false, "{early}");
+    let p = c.wait_json(&["pod", "slow"], WAIT, |p| status(p, "main")["ready"] == true);
+    assert_eq!(status(&p, "main")["started"], true);
+    let logs = c.ok(&["logs", "slow"]);
+    let requests: Vec<&str> = logs
+        .lines()
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/')))
+        .collect();
+    let first_pass = logs
+        .lines()
+        .position(|l| l.contains("/ready") && l.contains(" 200"))
+        .unwrap_or_else(|| panic!("no passing startup probe in the log:\n{logs}"));
+    for (i, l) in logs.lines().enumerate().take(first_pass) {
+        assert!(
+            !l.contains("/healthz") && !l.contains("GET / "),
+            "line {i}, a probe before startup passed: {l}\n{logs}"
+        );
+    }
+    assert!(requests.contains(&"/healthz"), "{logs}");
+
+    // A startup probe that never passes restarts the container after failureThreshold × periodSeconds.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod(
+            "never",
+            "",
+            "  - name: main
+    image: IMAGE
+    args: [sleep]
+    startupProbe:
+      exec: {command: [\"false\"]}
+      periodSeconds: 1
+      failureThreshold: 3
+",
+        ),
+    );
+    let p = c.wait_json(&["pod", "never"], WAIT, |p| {
+        status(p, "main")["restartCount"].as_i64().unwrap_or(0) >= 1
+    });
+    assert_eq!(status(&p, "main")["started"], false);
+    let evs = wait_event(&c, "never", "failed startup probe");
+    assert!(
+        evs.iter()
+            .any(|e| e == "Killing: Container main failed startup probe, will be restarted"),
+        "{evs:#?}"
+    );
+    assert!(
+        evs.iter()
+            .any(|e| e.starts_with("Unhealthy: Startup probe failed")),
+        "{evs:#?}"
+    );
+}
+
+#[test]
+fn tcp_and_grpc_probes_pass_and_fail_as_the_test_switches_them() {
+    let c = Cluster::up();
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod(
+            "nets",
+            "",
+            "  - name: tcp
+    image: IMAGE
+    args: [tcp, --port, \"7000\", --closed-file, /tmp/closed]
+    readinessProbe:
+      tcpSocket: {port: 7000}
+      periodSeconds: 1
+      failureThreshold: 1
+  - name: grpc
+    image: IMAGE
+    args: [grpc, --port, \"9090\", --service, web]
+    readinessProbe:
+      grpc: {port: 9090, service: web}
+      periodSeconds: 1
+      failureThreshold: 1
+",
+        ),
+    );
+    c.wait_json(&["pod", "nets"], WAIT, |p| {
+        status(p, "tcp")["ready"] == true && status(p, "grpc")["ready"] == true
+    });
+    c.ok(&["exec", "nets", "-c", "tcp", "--", "touch", "/tmp/closed"]);
+    c.ok(&["exec", "nets", "-c", "grpc", "--", "touch", "/tmp/not-serving"]);
+    let p = c.wait_json(&["pod", "nets"], WAIT, |p| {
+        status(p, "tcp")["ready"] == false && status(p, "grpc")["ready"] == false
+    });
+    assert_eq!(status(&p, "tcp")["restartCount"], 0);
+    let evs = events(&c, "nets");
+    assert!(
+        evs.iter().any(|e| e.contains("Readiness probe failed: dial tcp")
+            && e.contains(":7000: connect: connection refused")),
+        "{evs:#?}"
+    );
+    assert!(
+        evs.iter()
+            .any(|e| e
+                == "Unhealthy: Readiness probe failed: service unhealthy (responded with \"NOT_SERVING\")"),
+        "{evs:#?}"
+    );
+    c.ok(&["exec", "nets", "-c", "tcp", "--", "rm", "/tmp/closed"]);
+    c.ok(&["exec", "nets", "-c", "grpc", "--", "rm", "/tmp/not-serving"]);
+    c.wait_json(&["pod", "nets"], WAIT, |p| {
+        status(p, "tcp")["ready"] == true && status(p, "grpc")["ready"] == true
+    });
+}
+
+#[test]
+fn http_probes_resolve_named_ports_time_out_and_report_unknown_port_names() {
+    let c = Cluster::up();
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod(
+            "ports",
+            "",
+            "  - name: named
+    image: IMAGE
+    args: [serve, --port, \"8080\"]
+    ports: [{name: web, containerPort: 8080}]
+    readinessProbe:
+      httpGet: {path: /ready, port: web}
+      periodSeconds: 1
+  - name: slow
+    image: IMAGE
+    args: [serve, --port, \"8081\"]
+    readinessProbe:
+      httpGet: {path: /sleep/3s, port: 8081}
+      timeoutSeconds: 1
+      periodSeconds: 2
+  - name: unknown
+    image: IMAGE
+    args: [serve, --port, \"8082\"]
+    readinessProbe:
+      httpGet: {path: /ready, port: metrics}
+      periodSeconds: 1
+",
+        ),
+    );
+    let p = c.wait_json(&["pod", "ports"], WAIT, |p| status(p, "named")["ready"] == true);
+    let ip = p["status"]["podIP"].as_str().unwrap().to_string();
+    let evs = wait_event(&c, "ports", "context deadline exceeded");
+    let want = format!(
+        "Unhealthy: Readiness probe failed: Get \"http://{ip}:8081/sleep/3s\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+    );
+    assert!(evs.contains(&want), "{want}\n{evs:#?}");
+    let evs = wait_event(&c, "ports", "errored");
+    assert!(
+        evs.iter().any(|e| e
+            == "Unhealthy: Readiness probe errored and resulted in unknown state: strconv.Atoi: parsing \"metrics\": invalid syntax"),
+        "{evs:#?}"
+    );
+    let p = c.wait_json(&["pod", "ports"], WAIT, |_| true);
+    assert_eq!(status(&p, "slow")["ready"], false);
+    assert_eq!(status(&p, "unknown")["ready"], false);
+    assert_eq!(status(&p, "unknown")["restartCount"], 0);
+}
+
+#[test]
+fn invalid_probes_are_refused_with_the_field_path() {
+    let c = Cluster::start();
+    let cases = [
+        (
+            "livenessProbe:\n      exec: {command: [\"true\"]}\n      successThreshold: 2",
+            "spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1",
+        ),
+        (
+            "startupProbe:\n      exec: {command: [\"true\"]}\n      successThreshold: 3",
+            "spec.containers[0].startupProbe.successThreshold: Invalid value: 3: must be 1",
+        ),
+        (
+            "readinessProbe:\n      exec: {command: [\"true\"]}\n      periodSeconds: -1",
+            "spec.containers[0].readinessProbe.periodSeconds: Invalid value: -1",
+        ),
+        (
+            "readinessProbe:\n      exec: {command: [\"true\"]}\n      tcpSocket: {port: 80}",
+            "spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type",
+        ),
+        (
+            "readinessProbe:\n      exec: {command: [\"true\"]}\n      terminationGracePeriodSeconds: 5",
+            "spec.containers[0].readinessProbe.terminationGracePeriodSeconds: Invalid value: 5: must not be set for readinessProbes",
+        ),
+    ];
+    for (i, (probe, want)) in cases.iter().enumerate() {
+        let yaml = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad{i}\nspec:\n  containers:\n  - name: main\n    image: x\n    {probe}\n"
+        );
+        let err = String::from_utf8(c.kubectl_stdin(&["create", "-f", "-"], Some(&yaml)).stderr).unwrap();
+        assert!(err.contains("is invalid"), "{err}");
+        assert!(err.contains(want), "case {i}: want {want:?} in:\n{err}");
+    }
+    // A named port the container does not declare is accepted (upstream checks only its syntax).
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: named\nspec:\n  containers:\n  - name: main\n    image: x\n    readinessProbe:\n      httpGet: {port: metrics}\n";
+    c.ok_stdin(&["create", "-f", "-"], yaml);
+}
