@@ -145,6 +145,7 @@ pub async fn run(client: kube::Client, cfg: AgentConfig, cancel: CancellationTok
             node_ip: cfg.node_ip.clone(),
             pause_image: cfg.pause_image.clone(),
             data_dir: cfg.data_dir.clone(),
+            container_gc_period: crate::gc::CONTAINER_GC_PERIOD,
         },
     );
     let state = Arc::new(crate::server::ServerState {

@@ -57,6 +57,8 @@ pub struct KubeletConfig {
     pub pause_image: String,
     /// Where pod volumes live (`<dir>/pods/<uid>/volumes/...`).
     pub data_dir: std::path::PathBuf,
+    /// How often dead containers are collected (upstream `ContainerGCPeriod`, 1 min).
+    pub container_gc_period: Duration,
 }
 
 /// What a worker is told: the latest pod, or that it is gone.
@@ -125,6 +127,8 @@ pub struct Kubelet {
     pub(crate) stopping: Mutex<HashMap<PodKey, HashSet<String>>>,
     /// A housekeeping pass is running.
     pub(crate) housekeeping: std::sync::atomic::AtomicBool,
+    /// A container garbage collection is running.
+    collecting: std::sync::atomic::AtomicBool,
     /// The probe manager: a worker per container probe.
     pub(crate) probes: Arc<prober::Manager>,
     /// The status manager's cache, which the probe workers read.
@@ -136,13 +140,24 @@ pub struct Kubelet {
 impl Kubelet {
     /// A kubelet for `cfg.node_name` over `runtime`.
     pub fn new(client: kube::Client, runtime: Arc<dyn ContainerRuntime>, cfg: KubeletConfig) -> Arc<Kubelet> {
+        let prober = Arc::new(RealProber::new(runtime.clone()));
+        Self::with_prober(client, runtime, cfg, prober)
+    }
+
+    /// A kubelet whose probes run through `prober` (a fake, in benchmarks and tests).
+    pub fn with_prober(
+        client: kube::Client,
+        runtime: Arc<dyn ContainerRuntime>,
+        cfg: KubeletConfig,
+        prober: Arc<dyn prober::Prober>,
+    ) -> Arc<Kubelet> {
         let recorder = Arc::new(Recorder::new(client.clone(), "kubelet", Some(&cfg.node_name)));
         let statuses = Arc::new(PodStatusCache::new());
         let probe_cancel = CancellationToken::new();
         let probes = prober::Manager::new(
             prober::ManagerConfig {
                 status: statuses.clone(),
-                prober: Arc::new(RealProber::new(runtime.clone())),
+                prober,
                 events: Arc::new(RecorderEvents(recorder.clone())),
                 clock: prober::system_clock(),
             },
@@ -158,6 +173,7 @@ impl Kubelet {
             mirrors: Mutex::new(HashMap::new()),
             stopping: Mutex::new(HashMap::new()),
             housekeeping: std::sync::atomic::AtomicBool::new(false),
+            collecting: std::sync::atomic::AtomicBool::new(false),
             probes,
             statuses,
             probe_cancel,
@@ -197,6 +213,8 @@ impl Kubelet {
         tokio::spawn(self.clone().probe_updates(cancel.clone()));
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING_PERIOD);
         housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut container_gc = tokio::time::interval(self.cfg.container_gc_period);
+        container_gc.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return,
@@ -214,6 +232,12 @@ impl Kubelet {
                         let desired: HashSet<String> =
                             self.workers.lock().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
                         self.probes.cleanup_pods(&desired);
+                    }
+                }
+                _ = container_gc.tick() => {
+                    // Nothing is removed before every source has said which pods exist.
+                    if state.api_synced && state.config.seen_all() {
+                        self.start_container_gc();
                     }
                 }
             }
@@ -386,6 +410,35 @@ impl Kubelet {
             .get(&pod_key(static_pod))
             .filter(|m| m.metadata.deletion_timestamp.is_none() && mirror::is_mirror_of(m, static_pod))
             .cloned()
+    }
+
+    /// Starts a container garbage collection unless one is still running, off the main loop.
+    fn start_container_gc(self: &Arc<Self>) {
+        use std::sync::atomic::Ordering;
+        if self.collecting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            let alive: HashSet<String> = me
+                .workers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .keys()
+                .cloned()
+                .collect();
+            let removed = crate::gc::collect_garbage(me.runtime.as_ref(), &alive).await;
+            // The termination message files of removed instances of living pods (a gone pod's directory
+            // goes with its worker).
+            if let Ok(host) = crate::volumes::VolumeHost::new(&me.cfg.data_dir) {
+                for e in removed.iter().filter(|e| alive.contains(&e.pod_uid)) {
+                    if let (Ok(dir), Some(n)) = (host.pod_dir(&e.pod_uid), e.restart_count) {
+                        let _ = std::fs::remove_file(crate::termination::message_file(&dir, &e.name, n));
+                    }
+                }
+            }
+            me.collecting.store(false, Ordering::Release);
+        });
     }
 
     /// Starts a housekeeping pass unless one is still running, off the main loop (it talks to the API

@@ -5,6 +5,7 @@ pub mod agent;
 pub mod config;
 pub mod env;
 pub mod events;
+pub mod gc;
 pub mod kubelet;
 pub mod lifecycle;
 pub mod mirror;

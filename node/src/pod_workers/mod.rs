@@ -355,6 +355,9 @@ impl Worker {
         }
         self.k.probes.add_pod(pod, reported.as_ref());
         let observed = self.observe().await;
+        // upstream generates and records the status first in SyncPod, before acting: a pod whose
+        // postStart hook or image pull takes long shows its containers waiting meanwhile.
+        self.report(pod, &observed, false).await;
         let actions = plan::plan(pod, &observed, &self.crash_backoff, now);
         let acted = self.execute(pod, &observed, &actions).await;
         self.crash_backoff.record_starts(&actions, Timestamp::now());
