@@ -116,8 +116,15 @@ fn a_failing_post_start_hook_kills_and_restarts_the_container() {
         main_status(p)["restartCount"].as_i64().unwrap_or(0) >= 1
     });
     let evs = wait_event(&c, "badhook", "FailedPostStartHook");
-    assert!(evs.iter().any(|e| e == "FailedPostStartHook: PostStartHook failed"), "{evs:#?}");
-    assert!(evs.iter().any(|e| e == "Killing: FailedPostStartHook"), "{evs:#?}");
+    assert!(
+        evs.iter()
+            .any(|e| e == "FailedPostStartHook: PostStartHook failed"),
+        "{evs:#?}"
+    );
+    assert!(
+        evs.iter().any(|e| e == "Killing: FailedPostStartHook"),
+        "{evs:#?}"
+    );
 }
 
 #[test]
@@ -138,14 +145,23 @@ fn a_hanging_post_start_hook_does_not_block_deletion() {
         ),
     );
     // The container runs in Docker, but the status keeps it waiting while postStart has not returned.
-    let p = c.wait_json(&["pod", "stuck"], WAIT, |p| main_status(p)["state"]["waiting"].is_object());
-    assert_ne!(main_status(&p)["state"]["waiting"]["reason"], "PostStartHookError");
+    let p = c.wait_json(&["pod", "stuck"], WAIT, |p| {
+        main_status(p)["state"]["waiting"].is_object()
+    });
+    assert_ne!(
+        main_status(&p)["state"]["waiting"]["reason"],
+        "PostStartHookError"
+    );
     std::thread::sleep(Duration::from_secs(2));
     let p = c.wait_json(&["pod", "stuck"], WAIT, |_| true);
     assert!(main_status(&p)["state"]["running"].is_null(), "{p}");
     let t = Instant::now();
     c.ok(&["delete", "pod", "stuck", "--timeout=60s"]);
-    assert!(t.elapsed() < Duration::from_secs(20), "delete took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "delete took {:?}",
+        t.elapsed()
+    );
 }
 
 #[test]
@@ -174,10 +190,20 @@ fn pre_stop_runs_before_sigterm_and_counts_against_the_grace_period() {
     let t = Instant::now();
     c.ok(&["delete", "pod", "stopper", "--timeout=60s"]);
     let took = t.elapsed();
-    assert!(took >= Duration::from_secs(2), "the 2 s preStop hook was not waited for: {took:?}");
-    assert!(took < Duration::from_secs(15), "took {took:?}: SIGTERM came late or SIGKILL waited the grace out");
+    assert!(
+        took >= Duration::from_secs(2),
+        "the 2 s preStop hook was not waited for: {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(15),
+        "took {took:?}: SIGTERM came late or SIGKILL waited the grace out"
+    );
     let seen = std::fs::read_to_string(shared.path().join("seen-at-sigterm")).unwrap();
-    assert_eq!(seen.trim(), "prestop-ran", "the hook's file did not exist when SIGTERM arrived");
+    assert_eq!(
+        seen.trim(),
+        "prestop-ran",
+        "the hook's file did not exist when SIGTERM arrived"
+    );
 }
 
 #[test]
@@ -198,15 +224,18 @@ fn active_deadline_fails_the_pod_with_deadline_exceeded_and_kills_its_containers
         p["status"]["message"],
         "Pod was active on the node longer than the specified deadline"
     );
-    let p = c.wait_json(&["pod", "deadline"], WAIT, |p| main_status(p)["state"]["terminated"].is_object());
+    let p = c.wait_json(&["pod", "deadline"], WAIT, |p| {
+        main_status(p)["state"]["terminated"].is_object()
+    });
     assert_eq!(
         main_status(&p)["containerID"],
         main_status(&running)["containerID"],
         "killed, not restarted"
     );
     assert!(
-        events(&c, "deadline").iter().any(|e| e
-            == "DeadlineExceeded: Pod was active on the node longer than the specified deadline"),
+        events(&c, "deadline")
+            .iter()
+            .any(|e| e == "DeadlineExceeded: Pod was active on the node longer than the specified deadline"),
         "{:#?}",
         events(&c, "deadline")
     );
@@ -286,7 +315,9 @@ fn kubectl_debug_gives_a_shell_that_sees_the_target_containers_processes() {
             "  - name: app\n    image: IMAGE\n    args: [sleep, --stdout, marker-of-the-app]\n",
         ),
     );
-    c.wait_json(&["pod", "mypod"], WAIT, |p| status(p, "containerStatuses", "app")["ready"] == true);
+    c.wait_json(&["pod", "mypod"], WAIT, |p| {
+        status(p, "containerStatuses", "app")["ready"] == true
+    });
     // `-i` without a terminal: kubectl attaches to the shell's stdin and prints its output.
     let out = c.kubectl_stdin(
         &[
@@ -306,11 +337,67 @@ fn kubectl_debug_gives_a_shell_that_sees_the_target_containers_processes() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     // PID 1 in the debug shell is the app's testbox, as the --target PID namespace makes it.
-    assert!(stdout.contains("marker-of-the-app"), "stdout: {stdout}\nstderr: {stderr}");
+    assert!(
+        stdout.contains("marker-of-the-app"),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
     assert!(stdout.contains("shell-done"), "{stdout}");
+    // `-it` as a user types it, on a terminal (script(1) gives kubectl one): a TTY shell in the app's PID
+    // namespace.
+    let cmd = format!("kubectl debug -it mypod --image={image} --target=app -c tty -- sh",);
+    let mut script = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("KUBECONFIG", &c.kubeconfig)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script(1) from util-linux");
+    let mut stdin = script.stdin.take().unwrap();
+    let mut stdout = script.stdout.take().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let wait_for = |what: &str| {
+        let deadline = Instant::now() + WAIT;
+        while !seen.lock().unwrap().contains(what) {
+            assert!(
+                Instant::now() < deadline,
+                "no {what:?} in: {}",
+                seen.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    use std::io::Write;
+    // kubectl says this once it has attached to the shell (whose first prompt came before).
+    wait_for("If you don't see a command prompt");
+    // `$X` expands only in the output, so the marker is not the terminal's echo of the line typed.
+    stdin
+        .write_all(b"X=done; cat /proc/1/cmdline; echo tty-$X\n")
+        .unwrap();
+    wait_for("tty-done");
+    stdin.write_all(b"exit\n").unwrap();
+    let status_code = script.wait().unwrap();
+    reader.join().unwrap();
+    let tty_out = seen.lock().unwrap().clone();
+    assert!(status_code.success(), "{tty_out}");
+    assert!(tty_out.contains("marker-of-the-app"), "{tty_out}");
     let p = c.wait_json(&["pod", "mypod"], WAIT, |p| {
         status(p, "ephemeralContainerStatuses", "dbg")["state"]["terminated"].is_object()
+            && status(p, "ephemeralContainerStatuses", "tty")["state"]["terminated"].is_object()
     });
+    assert_eq!(status(&p, "ephemeralContainerStatuses", "tty")["restartCount"], 0);
     let dbg = status(&p, "ephemeralContainerStatuses", "dbg");
     assert_eq!(dbg["restartCount"], 0);
     assert_eq!(dbg["ready"], false);
@@ -363,12 +450,23 @@ fn probed_pods_keep_their_containers_and_stay_ready_across_a_restart_of_kubeling
         .collect();
     assert!(!states.is_empty(), "the watch saw nothing");
     for p in &states {
-        assert_eq!(main_status(p)["ready"], true, "Ready flipped after the restart: {p}");
+        assert_eq!(
+            main_status(p)["ready"],
+            true,
+            "Ready flipped after the restart: {p}"
+        );
         assert_eq!(main_status(p)["restartCount"], 0, "{p}");
-        assert_eq!(main_status(p)["containerID"], main_status(&before)["containerID"], "{p}");
+        assert_eq!(
+            main_status(p)["containerID"],
+            main_status(&before)["containerID"],
+            "{p}"
+        );
     }
     // And the probes run again: failing the health path now restarts the container.
     c.ok(&["exec", "steady", "--", "touch", "/tmp/unhealthy"]);
     let p = c.wait_json(&["pod", "steady"], WAIT, |p| main_status(p)["restartCount"] == 1);
-    assert_ne!(main_status(&p)["containerID"], main_status(&before)["containerID"]);
+    assert_ne!(
+        main_status(&p)["containerID"],
+        main_status(&before)["containerID"]
+    );
 }

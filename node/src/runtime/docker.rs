@@ -619,14 +619,59 @@ impl ContainerRuntime for DockerRuntime {
             .await
             .map_err(|err| not_found_or("attach", "container", id, err))?;
         let output = output_frames(attached.output, "attach output", id);
+        // Docker ends an attach's output as soon as its stdin closes, unless the container has StdinOnce
+        // and no TTY (moby `container/stream/attach.go`): then the process gets EOF and its output goes on.
+        // Otherwise the client's end of input must not cut what the process still prints (`kubectl debug
+        // -i` piping a script), so the half-close is kept back until the session ends.
+        let config_of = self
+            .docker
+            .inspect_container(id, None)
+            .await
+            .ok()
+            .and_then(|c| c.config);
+        let forwards_eof = config_of
+            .as_ref()
+            .is_some_and(|c| c.stdin_once == Some(true) && c.tty != Some(true));
+        let input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>> = if forwards_eof {
+            attached.input
+        } else {
+            Box::pin(KeepOpen(attached.input))
+        };
         Ok(ExecSession {
             output,
-            stdin: config.stdin.then_some(attached.input),
+            stdin: config.stdin.then_some(input),
             control: Box::new(DockerAttach {
                 docker: self.docker.clone(),
                 id: id.to_owned(),
             }),
         })
+    }
+}
+
+/// A writer whose shutdown does nothing: the connection closes when it is dropped.
+struct KeepOpen(std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>);
+
+impl tokio::io::AsyncWrite for KeepOpen {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.0.as_mut().poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.0.as_mut().poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.0.as_mut().poll_flush(cx)
     }
 }
 
