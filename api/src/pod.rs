@@ -785,6 +785,7 @@ fn validate_pod_spec(spec: &PodSpec, pod_name: &str) -> Errs {
     let volumes = validate_volumes(spec.volumes.as_deref().unwrap_or_default(), pod_name, &mut errs);
     let restart_policy = s(&spec.restart_policy);
     validate_containers(&spec.containers, &volumes, grace, &mut errs);
+    validate_stop_signals(spec, &mut errs);
     validate_init_containers(
         spec.init_containers.as_deref().unwrap_or_default(),
         &spec.containers,
@@ -2040,6 +2041,86 @@ fn validate_volume_mounts(c: &Container, volumes: &BTreeMap<&str, &Volume>, p: &
     }
 }
 
+/// upstream `validateContainerStopSignal` (ContainerStopSignals; kubeling enables it): `lifecycle.stopSignal`
+/// needs `spec.os.name`, and on Linux one of the signals a Linux container can be stopped with.
+fn validate_stop_signals(spec: &PodSpec, errs: &mut Errs) {
+    let lists = [
+        ("containers", Some(&spec.containers)),
+        ("initContainers", spec.init_containers.as_ref()),
+    ];
+    for (list, containers) in lists {
+        for (i, c) in containers.into_iter().flatten().enumerate() {
+            let Some(signal) = c.lifecycle.as_ref().and_then(|l| l.stop_signal.as_deref()) else {
+                continue;
+            };
+            let path = format!("spec.{list}[{i}].lifecycle.stopSignal");
+            match spec.os.as_ref().map(|o| o.name.as_str()) {
+                None => errs.push(FieldError::forbidden(
+                    path,
+                    "may not be set for containers with empty `spec.os.name`",
+                )),
+                Some("linux") => {
+                    let supported = linux_stop_signals();
+                    if !supported.iter().any(|s| s == signal) {
+                        let names: Vec<&str> = supported.iter().map(String::as_str).collect();
+                        errs.push(FieldError::not_supported(path, &json!(signal), &names));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+/// upstream `supportedStopSignalsLinux`, sorted as Go's `sets.List` sorts them.
+fn linux_stop_signals() -> Vec<String> {
+    let mut v: Vec<String> = [
+        "SIGABRT",
+        "SIGALRM",
+        "SIGBUS",
+        "SIGCHLD",
+        "SIGCLD",
+        "SIGCONT",
+        "SIGFPE",
+        "SIGHUP",
+        "SIGILL",
+        "SIGINT",
+        "SIGIO",
+        "SIGIOT",
+        "SIGKILL",
+        "SIGPIPE",
+        "SIGPOLL",
+        "SIGPROF",
+        "SIGPWR",
+        "SIGQUIT",
+        "SIGSEGV",
+        "SIGSTKFLT",
+        "SIGSTOP",
+        "SIGSYS",
+        "SIGTERM",
+        "SIGTRAP",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGURG",
+        "SIGUSR1",
+        "SIGUSR2",
+        "SIGVTALRM",
+        "SIGWINCH",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGRTMIN",
+        "SIGRTMAX",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    v.extend((1..=15).map(|n| format!("SIGRTMIN+{n}")));
+    v.extend((1..=14).map(|n| format!("SIGRTMAX-{n}")));
+    v.sort();
+    v
+}
+
 /// Liveness, readiness, startup probes and lifecycle hooks (regular and sidecar containers).
 fn validate_probes_and_lifecycle(c: &Container, grace: Option<i64>, p: &str, errs: &mut Errs) {
     if let Some(l) = &c.lifecycle {
@@ -3162,6 +3243,38 @@ mod tests {
                 "spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers",
                 "spec.initContainers[0].restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"",
             ]
+        );
+    }
+
+    #[test]
+    fn stop_signals_need_the_pod_os_and_a_linux_signal() {
+        let mut p = defaulted(vec![Container {
+            lifecycle: Some(k8s_openapi::api::core::v1::Lifecycle {
+                stop_signal: Some("SIGUSR1".into()),
+                ..Default::default()
+            }),
+            ..container("c", "nginx")
+        }]);
+        assert_eq!(
+            messages(&validate_pod_create(&p)),
+            vec![
+                "spec.containers[0].lifecycle.stopSignal: Forbidden: may not be set for containers with empty `spec.os.name`"
+            ]
+        );
+        p.spec.as_mut().unwrap().os = Some(k8s_openapi::api::core::v1::PodOS { name: "linux".into() });
+        assert!(validate_pod_create(&p).is_empty());
+        p.spec.as_mut().unwrap().containers[0]
+            .lifecycle
+            .as_mut()
+            .unwrap()
+            .stop_signal = Some("SIGNOPE".into());
+        let got = messages(&validate_pod_create(&p));
+        assert_eq!(got.len(), 1);
+        assert!(
+            got[0].starts_with(
+                "spec.containers[0].lifecycle.stopSignal: Unsupported value: \"SIGNOPE\": supported values: \"SIGABRT\", \"SIGALRM\""
+            ),
+            "{got:?}"
         );
     }
 
