@@ -144,17 +144,28 @@ fn a_hanging_post_start_hook_does_not_block_deletion() {
 ",
         ),
     );
-    // The container runs in Docker, but the status keeps it waiting while postStart has not returned.
-    let p = c.wait_json(&["pod", "stuck"], WAIT, |p| {
-        main_status(p)["state"]["waiting"].is_object()
-    });
-    assert_ne!(
-        main_status(&p)["state"]["waiting"]["reason"],
-        "PostStartHookError"
+    // The container runs in Docker (its Started event is out), but the status keeps it waiting while
+    // postStart has not returned.
+    wait_event(&c, "stuck", "Started container main");
+    let docker = Command::new("docker")
+        .args([
+            "ps",
+            "--filter",
+            "name=k8s_main_stuck_",
+            "--filter",
+            "status=running",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&docker.stdout).trim().is_empty(),
+        "not running in Docker"
     );
-    std::thread::sleep(Duration::from_secs(2));
     let p = c.wait_json(&["pod", "stuck"], WAIT, |_| true);
-    assert!(main_status(&p)["state"]["running"].is_null(), "{p}");
+    let waiting = &main_status(&p)["state"]["waiting"];
+    assert!(waiting.is_object(), "{p}");
+    assert_ne!(waiting["reason"], "PostStartHookError");
     let t = Instant::now();
     c.ok(&["delete", "pod", "stuck", "--timeout=60s"]);
     assert!(
@@ -207,6 +218,32 @@ fn pre_stop_runs_before_sigterm_and_counts_against_the_grace_period() {
 }
 
 #[test]
+fn a_hanging_pre_stop_hook_is_cut_at_the_grace_period() {
+    let c = Cluster::up();
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod(
+            "hangstop",
+            "  terminationGracePeriodSeconds: 3\n",
+            "  - name: main
+    image: IMAGE
+    args: [sleep]
+    lifecycle:
+      preStop:
+        exec: {command: [sh, -c, \"sleep 3600\"]}
+",
+        ),
+    );
+    c.wait_json(&["pod", "hangstop"], WAIT, |p| main_status(p)["ready"] == true);
+    let t = Instant::now();
+    c.ok(&["delete", "pod", "hangstop", "--timeout=60s"]);
+    let took = t.elapsed();
+    // The grace (3 s) goes to the hook, then the stop still gets its minimum 2 s.
+    assert!(took >= Duration::from_secs(3), "{took:?}");
+    assert!(took < Duration::from_secs(15), "{took:?}");
+}
+
+#[test]
 fn active_deadline_fails_the_pod_with_deadline_exceeded_and_kills_its_containers() {
     let c = Cluster::up();
     c.ok_stdin(
@@ -243,6 +280,38 @@ fn active_deadline_fails_the_pod_with_deadline_exceeded_and_kills_its_containers
     std::thread::sleep(Duration::from_secs(2));
     let later = c.wait_json(&["pod", "deadline"], WAIT, |_| true);
     assert_eq!(main_status(&later)["restartCount"], 0, "{later}");
+}
+
+#[test]
+fn a_pod_that_completed_is_not_failed_by_its_deadline() {
+    let c = Cluster::up();
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod(
+            "done",
+            "  restartPolicy: Never\n  activeDeadlineSeconds: 3\n",
+            "  - name: main\n    image: IMAGE\n    args: [exit, --code, \"0\"]\n",
+        ),
+    );
+    let p = c.wait_json(&["pod", "done"], WAIT, |p| p["status"]["phase"] == "Succeeded");
+    let start = p["status"]["startTime"]
+        .as_str()
+        .unwrap()
+        .parse::<jiff::Timestamp>()
+        .unwrap();
+    // Well past the deadline, it is still Succeeded.
+    let past = start.as_second() + 6;
+    while jiff::Timestamp::now().as_second() < past {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let p = c.wait_json(&["pod", "done"], WAIT, |_| true);
+    assert_eq!(p["status"]["phase"], "Succeeded", "{p}");
+    assert!(p["status"]["reason"].is_null(), "{p}");
+    assert!(
+        !events(&c, "done")
+            .iter()
+            .any(|e| e.starts_with("DeadlineExceeded"))
+    );
 }
 
 #[test]
@@ -433,6 +502,17 @@ fn probed_pods_keep_their_containers_and_stay_ready_across_a_restart_of_kubeling
     let before = c.wait_json(&["pod", "steady"], WAIT, |p| main_status(p)["ready"] == true);
     assert_eq!(c.terminate().code(), Some(0));
     let c = Cluster::start_in(&dir, 0, "up");
+    // Ready never flipped: a flip, even one over before the watch below starts, moves the conditions'
+    // transition times.
+    let ready_since = |p: &Value| {
+        p["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["type"] == "Ready" || c["type"] == "ContainersReady")
+            .map(|c| (c["status"].clone(), c["lastTransitionTime"].clone()))
+            .collect::<Vec<_>>()
+    };
     // Watch the pod for several probe periods: every state it goes through must be Ready.
     let mut watch = Command::new(common::KUBECTL)
         .args(["get", "pod", "steady", "-w", "-o", "json", "--request-timeout=6s"])
@@ -461,6 +541,7 @@ fn probed_pods_keep_their_containers_and_stay_ready_across_a_restart_of_kubeling
             main_status(&before)["containerID"],
             "{p}"
         );
+        assert_eq!(ready_since(p), ready_since(&before), "{p}");
     }
     // And the probes run again: failing the health path now restarts the container.
     c.ok(&["exec", "steady", "--", "touch", "/tmp/unhealthy"]);

@@ -38,6 +38,20 @@ fn condition(p: &Value, type_: &str) -> String {
         .to_string()
 }
 
+fn condition_field(p: &Value, type_: &str, field: &str) -> Value {
+    p["status"]["conditions"]
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["type"] == type_))
+        .map(|c| c[field].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// An RFC 3339 time in status, as Unix seconds.
+fn time(v: &Value) -> i64 {
+    let s = v.as_str().unwrap_or_else(|| panic!("not a time: {v}"));
+    s.parse::<jiff::Timestamp>().unwrap().as_second()
+}
+
 /// The READY column of `kubectl get pod`.
 fn ready_column(c: &Cluster, name: &str) -> String {
     let out = c.ok(&["get", "pod", name, "--no-headers"]);
@@ -84,7 +98,7 @@ fn wait_event(c: &Cluster, pod: &str, want: &str) -> Vec<String> {
 #[test]
 fn readiness_http_probe_gates_ready_and_follows_the_health_path_without_restarts() {
     let c = Cluster::up();
-    // /ready answers 503 for 4 s, then 200 while /tmp/unready does not exist.
+    // /ready answers 503 for 8 s, then 200 while /tmp/unready does not exist.
     c.ok_stdin(
         &["apply", "-f", "-"],
         &pod(
@@ -92,7 +106,7 @@ fn readiness_http_probe_gates_ready_and_follows_the_health_path_without_restarts
             "",
             "  - name: main
     image: IMAGE
-    args: [serve, --port, \"8080\", --ready-after, \"4\"]
+    args: [serve, --port, \"8080\", --ready-after, \"8\"]
     readinessProbe:
       httpGet: {path: /ready, port: 8080}
       periodSeconds: 1
@@ -103,20 +117,18 @@ fn readiness_http_probe_gates_ready_and_follows_the_health_path_without_restarts
     let running = c.wait_json(&["pod", "web"], WAIT, |p| {
         status(p, "main")["state"]["running"].is_object()
     });
-    let started_at = Instant::now();
     assert_eq!(status(&running, "main")["ready"], false, "{running}");
     assert_eq!(ready_column(&c, "web"), "0/1");
     // kubectl wait returns only once the probe passes.
     c.ok(&["wait", "--for=condition=Ready", "pod/web", "--timeout=60s"]);
-    assert!(
-        started_at.elapsed() >= Duration::from_secs(2),
-        "Ready after {:?}, before /ready could answer 200",
-        started_at.elapsed()
-    );
     assert_eq!(ready_column(&c, "web"), "1/1");
     let p = c.wait_json(&["pod", "web"], WAIT, |p| {
         condition(p, "ContainersReady") == "True"
     });
+    // Not before /ready answered 200, 8 s after the process started (status times are whole seconds).
+    let started = time(&status(&p, "main")["state"]["running"]["startedAt"]);
+    let ready = time(&condition_field(&p, "Ready", "lastTransitionTime"));
+    assert!(ready - started >= 7, "Ready {}s after the start", ready - started);
     assert_eq!(condition(&p, "Ready"), "True");
     assert_eq!(status(&p, "main")["started"], true);
 
@@ -222,7 +234,7 @@ fn startup_probe_holds_the_other_probes_and_one_that_never_passes_restarts_the_c
       failureThreshold: 30
     readinessProbe:
       httpGet: {path: /healthz, port: 8080}
-      periodSeconds: 1
+      periodSeconds: 30
     livenessProbe:
       httpGet: {path: /, port: 8080}
       periodSeconds: 1
@@ -236,6 +248,14 @@ fn startup_probe_holds_the_other_probes_and_one_that_never_passes_restarts_the_c
     assert_eq!(status(&early, "main")["ready"], false, "{early}");
     let p = c.wait_json(&["pod", "slow"], WAIT, |p| status(p, "main")["ready"] == true);
     assert_eq!(status(&p, "main")["started"], true);
+    // The readiness probe ran as soon as startup passed, not a period (30 s) later.
+    let started_at = time(&status(&p, "main")["state"]["running"]["startedAt"]);
+    let ready_at = time(&condition_field(&p, "Ready", "lastTransitionTime"));
+    assert!(
+        ready_at - started_at <= 12,
+        "Ready {}s after the start (startup passes after 5 s, readiness period 30 s)",
+        ready_at - started_at
+    );
     let logs = c.ok(&["logs", "slow"]);
     let requests: Vec<&str> = logs
         .lines()
@@ -367,6 +387,12 @@ fn http_probes_resolve_named_ports_time_out_and_report_unknown_port_names() {
     readinessProbe:
       httpGet: {path: /ready, port: metrics}
       periodSeconds: 1
+  - name: nobinary
+    image: IMAGE
+    args: [sleep]
+    readinessProbe:
+      exec: {command: [/no/such/binary]}
+      periodSeconds: 1
 ",
         ),
     );
@@ -383,7 +409,15 @@ fn http_probes_resolve_named_ports_time_out_and_report_unknown_port_names() {
             == "Unhealthy: Readiness probe errored and resulted in unknown state: strconv.Atoi: parsing \"metrics\": invalid syntax"),
         "{evs:#?}"
     );
+    // An exec of a binary the image does not have is a failure with the runtime's error text.
+    let evs = wait_event(&c, "ports", "/no/such/binary");
+    assert!(
+        evs.iter()
+            .any(|e| e.starts_with("Unhealthy: Readiness probe failed: ") && e.contains("/no/such/binary")),
+        "{evs:#?}"
+    );
     let p = c.wait_json(&["pod", "ports"], WAIT, |_| true);
+    assert_eq!(status(&p, "nobinary")["ready"], false);
     assert_eq!(status(&p, "slow")["ready"], false);
     assert_eq!(status(&p, "unknown")["ready"], false);
     assert_eq!(status(&p, "unknown")["restartCount"], 0);
@@ -425,4 +459,39 @@ fn invalid_probes_are_refused_with_the_field_path() {
     // A named port the container does not declare is accepted (upstream checks only its syntax).
     let yaml = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: named\nspec:\n  containers:\n  - name: main\n    image: x\n    readinessProbe:\n      httpGet: {port: metrics}\n";
     c.ok_stdin(&["create", "-f", "-"], yaml);
+}
+
+#[test]
+fn a_static_pods_readiness_probe_shows_on_its_mirror_pod() {
+    let c = Cluster::up();
+    let image = testbox_image::ensure_testbox_image();
+    let manifest = format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: staticweb
+spec:
+  containers:
+  - name: main
+    image: {image}
+    args: [serve, --port, \"8080\", --ready-after, \"3\"]
+    readinessProbe:
+      httpGet: {{path: /ready, port: 8080}}
+      periodSeconds: 1
+      failureThreshold: 1
+"
+    );
+    std::fs::write(c.data_dir.join("manifests/web.yaml"), manifest).unwrap();
+    let node = c.ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
+    let mirror = format!("staticweb-{node}");
+    let p = c.wait_json(&["pod", &mirror], WAIT, |p| {
+        status(p, "main")["state"]["running"].is_object()
+    });
+    assert_eq!(
+        status(&p, "main")["ready"],
+        false,
+        "not ready before its probe passes: {p}"
+    );
+    let p = c.wait_json(&["pod", &mirror], WAIT, |p| condition(p, "Ready") == "True");
+    assert_eq!(status(&p, "main")["restartCount"], 0);
 }

@@ -1,6 +1,8 @@
 //! Event recording (core/v1 Events, as `kubectl describe` shows them), like client-go's event recorder:
 //! a repeat of the same reason and message for the same object bumps `count` and `lastTimestamp` of the
-//! event already written instead of creating another one.
+//! event already written instead of creating another one, and client-go's spam filter
+//! (`EventSourceObjectSpamFilter`: a burst of 25 events per object, then one every 5 minutes) keeps a probe
+//! that fails every second from writing to the API server every second.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -30,6 +32,35 @@ impl EventType {
 
 /// How many distinct events a recorder remembers for aggregation.
 const MAX_REMEMBERED: usize = 4096;
+/// client-go `defaultSpamBurst`.
+const SPAM_BURST: f64 = 25.0;
+/// client-go `defaultSpamQPS`: one token every 5 minutes.
+const SPAM_QPS: f64 = 1.0 / 300.0;
+
+/// A token bucket per object (client-go's spam filter key is the source and the involved object).
+#[derive(Debug, Default)]
+struct SpamFilter {
+    buckets: HashMap<String, (f64, std::time::Instant)>,
+}
+
+impl SpamFilter {
+    /// Whether one more event about `key` may be written at `now`.
+    fn allow(&mut self, key: String, now: std::time::Instant) -> bool {
+        if self.buckets.len() >= MAX_REMEMBERED && !self.buckets.contains_key(&key) {
+            self.buckets.clear();
+        }
+        let (tokens, last) = self.buckets.entry(key).or_insert((SPAM_BURST, now));
+        let refill = now.duration_since(*last).as_secs_f64() * SPAM_QPS;
+        *tokens = (*tokens + refill).min(SPAM_BURST);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
 
 /// (object uid, reason, message): what makes two events the same.
 type EventKey = (String, String, String);
@@ -42,6 +73,7 @@ pub struct Recorder {
     component: String,
     host: Option<String>,
     seen: Mutex<HashMap<EventKey, Written>>,
+    spam: Mutex<SpamFilter>,
 }
 
 impl Recorder {
@@ -52,11 +84,41 @@ impl Recorder {
             component: component.to_string(),
             host: host.map(str::to_string),
             seen: Mutex::new(HashMap::new()),
+            spam: Mutex::new(SpamFilter::default()),
         }
+    }
+
+    /// Records an event without waiting for the API server (kills and probes must not wait on it).
+    pub fn emit(
+        self: &std::sync::Arc<Self>,
+        object: ObjectReference,
+        ty: EventType,
+        reason: &'static str,
+        message: String,
+    ) {
+        let me = self.clone();
+        tokio::spawn(async move { me.record(&object, ty, reason, &message).await });
     }
 
     /// Record an event about `object`. Failures are logged, never returned: events are best effort.
     pub async fn record(&self, object: &ObjectReference, ty: EventType, reason: &str, message: &str) {
+        let key = format!(
+            "{}/{}/{}/{}/{}",
+            object.api_version.as_deref().unwrap_or(""),
+            object.kind.as_deref().unwrap_or(""),
+            object.namespace.as_deref().unwrap_or(""),
+            object.name.as_deref().unwrap_or(""),
+            object.uid.as_deref().unwrap_or("")
+        );
+        let allowed = self
+            .spam
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .allow(key, std::time::Instant::now());
+        if !allowed {
+            tracing::debug!(reason, message, "event dropped by the spam filter");
+            return;
+        }
         if let Err(e) = self.try_record(object, ty, reason, message).await {
             tracing::debug!(error = %e, reason, "could not record an event");
         }
@@ -155,5 +217,22 @@ pub fn node_ref(node_name: &str) -> ObjectReference {
         name: Some(node_name.to_string()),
         uid: Some(node_name.to_string()),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_spam_filter_allows_a_burst_of_25_then_one_every_five_minutes() {
+        let mut f = SpamFilter::default();
+        let t0 = Instant::now();
+        let allowed = (0..30).filter(|_| f.allow("pod-a".into(), t0)).count();
+        assert_eq!(allowed, 25);
+        assert!(f.allow("pod-b".into(), t0), "buckets are per object");
+        assert!(!f.allow("pod-a".into(), t0 + Duration::from_secs(299)));
+        assert!(f.allow("pod-a".into(), t0 + Duration::from_secs(600)));
     }
 }

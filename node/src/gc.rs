@@ -73,7 +73,7 @@ pub fn collect(entries: &[Entry], alive: &HashSet<String>, max_per_container: us
         units.entry((&e.pod_uid, &e.name)).or_default().push(e);
     }
     for ((uid, _), mut dead) in units {
-        dead.sort_by(|a, b| b.created.cmp(&a.created).then(a.id.cmp(&b.id)));
+        dead.sort_by(newest_first);
         let keep = if alive.contains(uid) { max_per_container } else { 0 };
         remove.extend(dead.into_iter().skip(keep).map(|e| e.id.clone()));
     }
@@ -88,7 +88,7 @@ pub fn collect(entries: &[Entry], alive: &HashSet<String>, max_per_container: us
         pods.entry(&e.pod_uid).or_default().push(e);
     }
     for (uid, mut sandboxes) in pods {
-        sandboxes.sort_by(|a, b| b.created.cmp(&a.created).then(a.id.cmp(&b.id)));
+        sandboxes.sort_by(newest_first);
         // upstream keeps the newest sandbox of an existing pod, whatever its state.
         let keep = usize::from(alive.contains(uid));
         for s in sandboxes.into_iter().skip(keep) {
@@ -100,12 +100,29 @@ pub fn collect(entries: &[Entry], alive: &HashSet<String>, max_per_container: us
     remove
 }
 
+/// Newest first: by creation time (whole seconds in Docker's list), then by restart count (two instances
+/// made within one second), then by ID.
+fn newest_first(a: &&Entry, b: &&Entry) -> std::cmp::Ordering {
+    b.created
+        .cmp(&a.created)
+        .then(b.restart_count.cmp(&a.restart_count))
+        .then(a.id.cmp(&b.id))
+}
+
 /// One collection: list this node's containers, remove what [`collect`] says, and return the removed
 /// entries (so the caller can drop files kept for them).
-pub async fn collect_garbage(runtime: &dyn ContainerRuntime, alive: &HashSet<String>) -> Vec<Entry> {
+///
+/// `alive` is asked only after the list: a pod's containers are created after its worker exists, so
+/// every container listed belongs to a pod that the answer knows, if it is alive.
+pub async fn collect_garbage(
+    runtime: &dyn ContainerRuntime,
+    alive: impl FnOnce() -> HashSet<String>,
+) -> Vec<Entry> {
     let Ok(list) = runtime.list(&ListFilter::all()).await else {
         return Vec::new();
     };
+    let alive = alive();
+    let alive = &alive;
     let entries: Vec<Entry> = list.iter().filter_map(Entry::from_info).collect();
     let doomed: HashSet<String> = collect(&entries, alive, MAX_PER_POD_CONTAINER)
         .into_iter()
@@ -176,6 +193,16 @@ mod tests {
     }
 
     #[test]
+    fn instances_made_in_the_same_second_are_ordered_by_restart_count() {
+        let mut old = e("zzz", "a", "app", false, 7, Some("s"));
+        old.restart_count = Some(1);
+        let mut new = e("aaa", "a", "app", false, 7, Some("s"));
+        new.restart_count = Some(2);
+        let alive = HashSet::from(["a".to_owned()]);
+        assert_eq!(collect(&[old, new], &alive, 1), ["zzz"]);
+    }
+
+    #[test]
     fn a_living_pods_newest_sandbox_stays_even_when_stopped() {
         let entries = [
             e("s1", "a", "POD", false, 1, None),
@@ -217,7 +244,7 @@ mod tests {
             })
             .await
             .unwrap();
-        let removed = collect_garbage(runtime.as_ref(), &HashSet::new()).await;
+        let removed = collect_garbage(runtime.as_ref(), HashSet::new).await;
         assert_eq!(removed.len(), 2, "{removed:?}");
         assert!(fake.container(&app).is_none());
         assert!(fake.container(&sandbox).is_none());

@@ -420,14 +420,18 @@ impl Kubelet {
         }
         let me = self.clone();
         tokio::spawn(async move {
-            let alive: HashSet<String> = me
-                .workers
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .keys()
-                .cloned()
-                .collect();
-            let removed = crate::gc::collect_garbage(me.runtime.as_ref(), &alive).await;
+            let mut alive = HashSet::new();
+            let removed = crate::gc::collect_garbage(me.runtime.as_ref(), || {
+                alive = me
+                    .workers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .keys()
+                    .cloned()
+                    .collect();
+                alive.clone()
+            })
+            .await;
             // The termination message files of removed instances of living pods (a gone pod's directory
             // goes with its worker).
             if let Ok(host) = crate::volumes::VolumeHost::new(&me.cfg.data_dir) {

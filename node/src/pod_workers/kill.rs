@@ -59,16 +59,18 @@ impl Worker {
         {
             let started = Instant::now();
             let window = Duration::from_secs(grace as u64);
-            let pod_ip = self.pod_ip();
+            let pod_ip = self.hook_pod_ip(pod, None);
             match tokio::time::timeout(window, self.run_hook(pod, c, id, hook, pod_ip.as_deref())).await {
                 Ok(Ok(())) => {}
                 Ok(Err(msg)) => {
                     tracing::info!(pod = %pod.metadata.name.as_deref().unwrap_or(""), %msg, "preStop hook failed");
                     // upstream leaves the error out of the event so that secrets do not leak.
-                    self.k
-                        .recorder
-                        .record(&r, EventType::Warning, "FailedPreStopHook", "PreStopHook failed")
-                        .await;
+                    self.k.recorder.emit(
+                        r,
+                        EventType::Warning,
+                        "FailedPreStopHook",
+                        "PreStopHook failed".to_owned(),
+                    );
                 }
                 Err(_) => {
                     tracing::info!(container = %name, ?window, "preStop hook not completed in the grace period")
@@ -83,9 +85,20 @@ impl Worker {
         }
     }
 
-    /// The pod's IP, as last reported.
-    pub(super) fn pod_ip(&self) -> Option<String> {
-        self.last_status.as_ref().and_then(|s| s.pod_ip.clone())
+    /// The IP an HTTP hook without `host` goes to: the sandbox's, the node's for a hostNetwork pod, else
+    /// the one in the pod's last generated status (upstream reads the pod status's IPs).
+    pub(super) fn hook_pod_ip(&self, pod: &Pod, sandbox: Option<&ObservedSandbox>) -> Option<String> {
+        if let Some(ip) = sandbox.and_then(|s| s.ip.clone()) {
+            return Some(ip);
+        }
+        if pod.spec.as_ref().and_then(|s| s.host_network) == Some(true) {
+            return Some(self.k.cfg.node_ip.clone());
+        }
+        use crate::prober::StatusProvider;
+        self.k
+            .statuses
+            .pod_status(&self.uid)
+            .and_then(|s| s.pod_ip.clone())
     }
 }
 

@@ -1,6 +1,6 @@
 //! One worker per pod UID (upstream `pod_workers.go` and the kubelet-level `SyncPod`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,6 +54,16 @@ pub(crate) struct Worker {
     messages: HashMap<String, String>,
     /// Why the kubelet failed the pod itself (activeDeadlineSeconds): reason and message.
     eviction: Option<(&'static str, &'static str)>,
+    /// Container instances whose readiness worker was triggered already.
+    triggered: HashSet<String>,
+}
+
+/// When a worker looks at its pod again.
+enum Next {
+    /// At this time (at the latest after the relist period), or after the relist period.
+    At(Option<Timestamp>),
+    /// Only when the desired pod changes (or a probe result wakes it): a terminal pod, all stopped.
+    Idle,
 }
 
 impl Worker {
@@ -72,6 +82,7 @@ impl Worker {
             cancel: CancellationToken::new(),
             messages: HashMap::new(),
             eviction: None,
+            triggered: HashSet::new(),
         }
     }
 
@@ -143,18 +154,19 @@ impl Worker {
                     }
                 }
             }
-            let next_check = self.sync(&pod).await;
-            let wait = match next_check {
-                Some(t) => {
-                    let d = t.duration_since(Timestamp::now()).unsigned_abs();
-                    d.min(RELIST_PERIOD)
-                }
-                None => RELIST_PERIOD,
+            let wait = match self.sync(&pod).await {
+                Next::At(Some(t)) => Some(
+                    t.duration_since(Timestamp::now())
+                        .unsigned_abs()
+                        .min(RELIST_PERIOD),
+                ),
+                Next::At(None) => Some(RELIST_PERIOD),
+                Next::Idle => None,
             };
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 r = rx.changed() => if r.is_err() { return },
-                _ = tokio::time::sleep(wait) => {}
+                _ = tokio::time::sleep(wait.unwrap_or_default()), if wait.is_some() => {}
             }
         }
     }
@@ -299,10 +311,10 @@ impl Worker {
     }
 
     /// One pass: plan, act, report. Returns when to look again at the latest.
-    async fn sync(&mut self, pod: &Pod) -> Option<Timestamp> {
+    async fn sync(&mut self, pod: &Pod) -> Next {
         // A static pod waits for the one it replaces (same name, older manifest) to stop.
         if mirror::is_static_pod(pod) && self.k.name_in_use(&pod_key(pod), &self.uid) {
-            return None;
+            return Next::At(None);
         }
         // Upstream reconciles the mirror pod first in SyncPod, before anything starts. Bounded, so an API
         // server that does not answer never holds up a static pod.
@@ -317,41 +329,41 @@ impl Worker {
             pod.status.clone()
         };
         let now = Timestamp::now();
-        let start_time = self
-            .last_status
-            .as_ref()
-            .and_then(|s| s.start_time.clone())
-            .or_else(|| pod.status.as_ref().and_then(|s| s.start_time.clone()))
-            .map(|t| t.0);
-        if self.eviction.is_none() && deadline::past_deadline(pod, start_time, now) {
+        let start_time = self.start_time_of(pod);
+        let terminal = self.is_terminal(pod);
+        // upstream consults the deadline in SyncPod only, which never runs for a terminal pod.
+        if !terminal && self.eviction.is_none() && deadline::past_deadline(pod, start_time, now) {
             self.eviction = Some((deadline::DEADLINE_EXCEEDED, deadline::DEADLINE_MESSAGE));
-            self.k
-                .recorder
-                .record(
-                    &pod_ref(pod),
-                    EventType::Normal,
-                    deadline::DEADLINE_EXCEEDED,
-                    deadline::DEADLINE_MESSAGE,
-                )
-                .await;
+            self.k.recorder.emit(
+                pod_ref(pod),
+                EventType::Normal,
+                deadline::DEADLINE_EXCEEDED,
+                deadline::DEADLINE_MESSAGE.to_owned(),
+            );
         }
-        if self.eviction.is_some() || self.is_terminal(pod) {
+        if self.eviction.is_some() || terminal {
             // A terminal phase never goes back (upstream's pod worker moves the pod to terminated): stop
             // what still runs, start nothing, keep the status current.
             let observed = self.observe().await;
             let running = observed
                 .containers
                 .iter()
-                .any(|c| matches!(c.state, plan::ContainerState::Running { .. }));
-            let observed = if running || observed.sandboxes.iter().any(|s| s.ready) {
+                .any(|c| matches!(c.state, plan::ContainerState::Running { .. }))
+                || observed.sandboxes.iter().any(|s| s.ready);
+            let observed = if running {
                 self.k.probes.stop_liveness_and_startup(pod);
                 self.kill_all(pod, &observed, None).await;
                 self.observe().await
             } else {
                 observed
             };
-            self.report(pod, &observed, false).await;
-            return None;
+            let written = self.report(pod, &observed, false).await;
+            // Done (upstream's SyncTerminatedPod): nothing to relist until the pod changes.
+            return if written && !running {
+                Next::Idle
+            } else {
+                Next::At(None)
+            };
         }
         self.k.probes.add_pod(pod, reported.as_ref());
         let observed = self.observe().await;
@@ -372,11 +384,11 @@ impl Worker {
         }
         let observed = if acted { self.observe().await } else { observed };
         self.report(pod, &observed, false).await;
-        let deadline = deadline::deadline(pod, start_time.or_else(|| self.start_time()));
-        match (actions.next_check, deadline) {
+        let deadline = deadline::deadline(pod, start_time.or_else(|| self.start_time_of(pod)));
+        Next::At(match (actions.next_check, deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
-        }
+        })
     }
 
     /// The pod's phase, as last reported or as the API has it, is Succeeded or Failed.
@@ -386,20 +398,35 @@ impl Worker {
             || terminal(pod.status.as_ref().and_then(|s| s.phase.as_deref()))
     }
 
-    fn start_time(&self) -> Option<Timestamp> {
-        self.last_status.as_ref()?.start_time.as_ref().map(|t| t.0)
+    /// `status.startTime`, as this worker reported it, else as the API has it (the mirror pod's, for a
+    /// static pod): the clock of activeDeadlineSeconds.
+    fn start_time_of(&self, pod: &Pod) -> Option<Timestamp> {
+        let reported = self.last_status.as_ref().and_then(|s| s.start_time.clone());
+        let api = || {
+            if mirror::is_static_pod(pod) {
+                self.k
+                    .mirror_of(pod)
+                    .and_then(|m| m.status)
+                    .and_then(|s| s.start_time)
+            } else {
+                pod.status.as_ref().and_then(|s| s.start_time.clone())
+            }
+        };
+        reported.or_else(api).map(|t| t.0)
     }
 
     async fn execute(&mut self, pod: &Pod, observed: &ObservedPod, actions: &PodActions) -> bool {
         let mut acted = false;
+        // upstream SyncPod: either the whole pod goes down, or the listed containers.
         if actions.kill_pod {
             acted = true;
             self.kill_all(pod, observed, None).await;
-        }
-        for k in &actions.containers_to_kill {
-            acted = true;
-            self.kill_container(pod, &k.id, &k.name, Some(&k.message), Some(k.reason), None)
-                .await;
+        } else {
+            for k in &actions.containers_to_kill {
+                acted = true;
+                self.kill_container(pod, &k.id, &k.name, Some(&k.message), Some(k.reason), None)
+                    .await;
+            }
         }
         let mut sandbox = observed
             .sandboxes
@@ -427,13 +454,22 @@ impl Worker {
         for &i in &actions.ephemeral_containers_to_start {
             acted = true;
             if let Some(e) = spec.ephemeral_containers.as_ref().and_then(|v| v.get(i)) {
-                let target = e
-                    .target_container_name
-                    .as_deref()
-                    .and_then(|t| observed.newest(t))
-                    .filter(|t| matches!(t.state, plan::ContainerState::Running { .. }))
-                    .map(|t| t.id.clone());
                 let c = api::pod::ephemeral_as_container(e);
+                // upstream getTargetID: the target's newest instance, whatever its state (Docker refuses a
+                // PID namespace of a container that does not run: RunContainerError, retried).
+                let target = match e.target_container_name.as_deref() {
+                    None => None,
+                    Some(t) => match observed.newest(t) {
+                        Some(instance) => Some(instance.id.clone()),
+                        None => {
+                            let r = kill::container_ref(pod, &c.name);
+                            let msg = format!("unable to find target container {t}");
+                            self.container_failed(&r, &c.name, "CreateContainerConfigError", msg)
+                                .await;
+                            continue;
+                        }
+                    },
+                };
                 self.start_container(pod, &c, &sandbox, observed, target.as_deref())
                     .await;
             }

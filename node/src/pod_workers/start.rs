@@ -21,22 +21,21 @@ impl Worker {
         let outcome = {
             let interrupted = self.interrupted();
             tokio::select! {
-                r = self.run_hook(pod, c, id, hook, pod_ip) => r,
-                _ = interrupted => Err("interrupted: the pod is being deleted".to_owned()),
+                r = self.run_hook(pod, c, id, hook, pod_ip) => Some(r),
+                _ = interrupted => None,
             }
         };
-        let Err(msg) = outcome else { return };
+        // A deletion ends the hook: terminate() stops the container with the deletion's grace. The kubelet
+        // stopping leaves it running, as every container.
+        let Some(Err(msg)) = outcome else { return };
         tracing::info!(pod = %pod.metadata.name.as_deref().unwrap_or(""), container = %c.name, %msg, "postStart hook failed");
         let r = container_ref(pod, &c.name);
-        self.k
-            .recorder
-            .record(
-                &r,
-                EventType::Warning,
-                "FailedPostStartHook",
-                "PostStartHook failed",
-            )
-            .await;
+        self.k.recorder.emit(
+            r,
+            EventType::Warning,
+            "FailedPostStartHook",
+            "PostStartHook failed".to_owned(),
+        );
         self.kill_container(pod, id, &c.name, Some("FailedPostStartHook"), None, None)
             .await;
         self.waiting.insert(
@@ -300,7 +299,8 @@ impl Worker {
             )
             .await;
         if let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
-            self.post_start(pod, c, &id, hook, sandbox.ip.as_deref()).await;
+            let pod_ip = self.hook_pod_ip(pod, Some(sandbox));
+            self.post_start(pod, c, &id, hook, pod_ip.as_deref()).await;
         }
         // Keep the newest dead instance for `logs --previous`; older ones go (upstream container GC).
         let mut dead: Vec<&ObservedContainer> = observed
@@ -308,7 +308,7 @@ impl Worker {
             .iter()
             .filter(|o| o.name == c.name && matches!(o.state, plan::ContainerState::Exited { .. }))
             .collect();
-        dead.sort_by_key(|o| std::cmp::Reverse(o.created));
+        dead.sort_by_key(|o| std::cmp::Reverse((o.created, o.restart_count)));
         for old in dead.iter().skip(1) {
             let _ = self.k.runtime.remove_container(&old.id).await;
         }

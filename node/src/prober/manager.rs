@@ -48,15 +48,34 @@ pub(crate) struct Shared {
     /// When the manager (the kubelet) started: workers made within one period of it start with jitter.
     pub(crate) started: tokio::time::Instant,
     workers: Mutex<HashMap<ProbeKey, Handle>>,
+    /// Probes whose worker ended by itself (its container will never run again, or the pod is terminal):
+    /// `add_pod` does not start them again, until the pod is removed. (Upstream recreates such a worker
+    /// on every sync; here a new worker's initial result would wake the pod worker, which would sync and
+    /// recreate it, for ever.)
+    finished: Mutex<HashSet<ProbeKey>>,
 }
 
 impl Shared {
-    /// A worker ends: its entry goes, unless a newer worker of the same key took its place.
-    pub(crate) fn remove_worker(&self, key: &ProbeKey, id: u64) {
+    /// A worker ends: its entry goes, unless a newer worker of the same key took its place; `finished`
+    /// when it ended by itself rather than by a stop.
+    pub(crate) fn remove_worker(&self, key: &ProbeKey, id: u64, finished: bool) {
         let mut workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
         if workers.get(key).is_some_and(|h| h.id == id) {
             workers.remove(key);
+            if finished {
+                self.finished
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key.clone());
+            }
         }
+    }
+
+    fn forget_finished(&self, keep: impl Fn(&ProbeKey) -> bool) {
+        self.finished
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|k| keep(k));
     }
 }
 
@@ -82,6 +101,7 @@ impl Manager {
                 clock: cfg.clock,
                 started: tokio::time::Instant::now(),
                 workers: Mutex::new(HashMap::new()),
+                finished: Mutex::new(HashSet::new()),
             }),
             liveness: Arc::new(ResultsManager::new()),
             readiness: Arc::new(ResultsManager::new()),
@@ -117,6 +137,12 @@ impl Manager {
             .filter(|c| c.restart_policy.as_deref() == Some("Always"));
         let containers: Vec<&Container> = spec.containers.iter().chain(sidecars).collect();
         let mut shared_pod: Option<Arc<Pod>> = None;
+        let finished = self
+            .shared
+            .finished
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let mut workers = self.shared.workers.lock().unwrap_or_else(|e| e.into_inner());
         for c in containers {
             for probe_type in [ProbeType::Startup, ProbeType::Readiness, ProbeType::Liveness] {
@@ -128,7 +154,7 @@ impl Manager {
                     container: c.name.clone(),
                     probe_type,
                 };
-                if workers.contains_key(&key) {
+                if workers.contains_key(&key) || finished.contains(&key) {
                     continue;
                 }
                 let pod = shared_pod.get_or_insert_with(|| Arc::new(pod.clone())).clone();
@@ -176,6 +202,7 @@ impl Manager {
 
     /// Stops every worker of the pod `uid`.
     pub fn remove_pod(&self, uid: &str) {
+        self.shared.forget_finished(|k| k.pod_uid != uid);
         let workers = self.shared.workers.lock().unwrap_or_else(|e| e.into_inner());
         for (_, h) in workers.iter().filter(|(k, _)| k.pod_uid == uid) {
             h.stop.cancel();
@@ -184,6 +211,7 @@ impl Manager {
 
     /// Stops the workers of every pod not in `desired` (housekeeping).
     pub fn cleanup_pods(&self, desired: &HashSet<String>) {
+        self.shared.forget_finished(|k| desired.contains(&k.pod_uid));
         let workers = self.shared.workers.lock().unwrap_or_else(|e| e.into_inner());
         for (_, h) in workers.iter().filter(|(k, _)| !desired.contains(&k.pod_uid)) {
             h.stop.cancel();

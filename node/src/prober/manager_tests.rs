@@ -323,7 +323,19 @@ async fn workers_end_when_the_container_never_runs_again_or_the_pod_is_terminal(
         0,
         "its result went with it"
     );
-    // Under Always the worker waits for the restart.
+    // The syncs after that do not bring it back (its initial result would wake the pod worker, which
+    // would sync again: a busy loop).
+    let mut updates = s.manager.results(ProbeType::Readiness).updates().unwrap();
+    drain(&mut updates);
+    for _ in 0..3 {
+        s.manager
+            .add_pod(&pod(json!({"readinessProbe": exec_probe(1, 1)}), "Never"), None);
+        sleep(1).await;
+    }
+    assert_eq!(s.manager.worker_count(), 0);
+    assert!(drain(&mut updates).is_empty(), "no update: nothing to sync for");
+    // Under Always the worker waits for the restart (after a removal: one UID keeps its policy).
+    s.manager.remove_pod("u1");
     s.manager
         .add_pod(&pod(json!({"readinessProbe": exec_probe(1, 1)}), "Always"), None);
     sleep(2).await;

@@ -200,14 +200,19 @@ impl Worker {
                 _ = tokio::time::sleep(jitter) => {}
             }
         }
+        let mut finished = false;
         if !stopped {
             let start = tokio::time::Instant::now() + period;
             let mut ticker = tokio::time::interval_at(start, period);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            finished = true;
             while self.do_probe(&shared).await {
                 tokio::select! {
                     biased;
-                    _ = stop.cancelled() => break,
+                    _ = stop.cancelled() => {
+                        finished = false;
+                        break;
+                    }
                     _ = ticker.tick() => {}
                     _ = trigger.notified() => ticker.reset(),
                 }
@@ -216,7 +221,7 @@ impl Worker {
         if let Some(cid) = &self.container_id {
             self.results.remove(cid);
         }
-        shared.remove_worker(&self.key, id);
+        shared.remove_worker(&self.key, id, finished);
     }
 
     /// One round; false ends the worker.
@@ -243,7 +248,12 @@ impl Worker {
             return true;
         }
         let spec = self.pod.spec.as_ref();
-        let restart_never = spec.and_then(|s| s.restart_policy.as_deref()) == Some("Never");
+        // A sidecar (restartable init container) restarts whatever the pod's policy.
+        let sidecar = spec.and_then(|s| s.init_containers.as_ref()).is_some_and(|l| {
+            l.iter()
+                .any(|c| c.name == self.container.name && c.restart_policy.as_deref() == Some("Always"))
+        });
+        let restart_never = !sidecar && spec.and_then(|s| s.restart_policy.as_deref()) == Some("Never");
         let deleting = self.pod.metadata.deletion_timestamp.is_some();
         let now = (shared.clock)();
         match gate(

@@ -236,9 +236,10 @@ where
     let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
         .await
         .map_err(|e| e.to_string())?;
-    let driver = tokio::spawn(async move {
+    // Aborted when this future ends or is dropped (the probe's timeout), so no connection outlives it.
+    let driver = AbortOnDrop(tokio::spawn(async move {
         let _ = conn.await;
-    });
+    }));
     let result = async {
         let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
         let status = resp.status().as_u16();
@@ -265,8 +266,16 @@ where
         Ok((Response { status, body: buf }, location))
     }
     .await;
-    driver.abort();
+    drop(driver);
     result
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 fn client_config() -> Arc<rustls::ClientConfig> {
