@@ -23,51 +23,10 @@ fn pod(name: &str, spec_extra: &str, containers: &str) -> String {
     )
 }
 
-fn status<'a>(p: &'a Value, list: &str, container: &str) -> &'a Value {
-    p["status"][list]
-        .as_array()
-        .and_then(|l| l.iter().find(|c| c["name"] == container))
-        .unwrap_or(&Value::Null)
-}
+use common::container_status as status;
 
 fn main_status(p: &Value) -> &Value {
     status(p, "containerStatuses", "main")
-}
-
-fn events(c: &Cluster, pod: &str) -> Vec<String> {
-    let out = c.ok(&[
-        "get",
-        "events",
-        "--field-selector",
-        &format!("involvedObject.name={pod}"),
-        "-o",
-        "json",
-    ]);
-    let v: Value = serde_json::from_str(&out).unwrap();
-    v["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            format!(
-                "{}: {}",
-                e["reason"].as_str().unwrap_or(""),
-                e["message"].as_str().unwrap_or("")
-            )
-        })
-        .collect()
-}
-
-fn wait_event(c: &Cluster, pod: &str, want: &str) -> Vec<String> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let evs = events(c, pod);
-        if evs.iter().any(|e| e.contains(want)) {
-            return evs;
-        }
-        assert!(Instant::now() < deadline, "no event {want:?} for {pod}: {evs:#?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[test]
@@ -115,7 +74,7 @@ fn a_failing_post_start_hook_kills_and_restarts_the_container() {
     c.wait_json(&["pod", "badhook"], WAIT, |p| {
         main_status(p)["restartCount"].as_i64().unwrap_or(0) >= 1
     });
-    let evs = wait_event(&c, "badhook", "FailedPostStartHook");
+    let evs = c.wait_event("badhook", "FailedPostStartHook", WAIT);
     assert!(
         evs.iter()
             .any(|e| e == "FailedPostStartHook: PostStartHook failed"),
@@ -146,7 +105,7 @@ fn a_hanging_post_start_hook_does_not_block_deletion() {
     );
     // The container runs in Docker (its Started event is out), but the status keeps it waiting while
     // postStart has not returned.
-    wait_event(&c, "stuck", "Started container main");
+    c.wait_event("stuck", "Started container main", WAIT);
     let docker = Command::new("docker")
         .args([
             "ps",
@@ -270,11 +229,11 @@ fn active_deadline_fails_the_pod_with_deadline_exceeded_and_kills_its_containers
         "killed, not restarted"
     );
     assert!(
-        events(&c, "deadline")
+        c.events("deadline")
             .iter()
             .any(|e| e == "DeadlineExceeded: Pod was active on the node longer than the specified deadline"),
         "{:#?}",
-        events(&c, "deadline")
+        c.events("deadline")
     );
     // Failed stays Failed: nothing is started again.
     std::thread::sleep(Duration::from_secs(2));
@@ -307,11 +266,7 @@ fn a_pod_that_completed_is_not_failed_by_its_deadline() {
     let p = c.wait_json(&["pod", "done"], WAIT, |_| true);
     assert_eq!(p["status"]["phase"], "Succeeded", "{p}");
     assert!(p["status"]["reason"].is_null(), "{p}");
-    assert!(
-        !events(&c, "done")
-            .iter()
-            .any(|e| e.starts_with("DeadlineExceeded"))
-    );
+    assert!(!c.events("done").iter().any(|e| e.starts_with("DeadlineExceeded")));
 }
 
 #[test]

@@ -6,7 +6,7 @@ mod common;
 #[path = "../fixtures/testbox/image.rs"]
 mod testbox_image;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Cluster;
 use serde_json::Value;
@@ -23,10 +23,7 @@ fn pod(name: &str, spec_extra: &str, containers: &str) -> String {
 }
 
 fn status<'a>(p: &'a Value, container: &str) -> &'a Value {
-    p["status"]["containerStatuses"]
-        .as_array()
-        .and_then(|l| l.iter().find(|c| c["name"] == container))
-        .unwrap_or(&Value::Null)
+    common::container_status(p, "containerStatuses", container)
 }
 
 fn condition(p: &Value, type_: &str) -> String {
@@ -56,43 +53,6 @@ fn time(v: &Value) -> i64 {
 fn ready_column(c: &Cluster, name: &str) -> String {
     let out = c.ok(&["get", "pod", name, "--no-headers"]);
     out.split_whitespace().nth(1).unwrap_or("").to_string()
-}
-
-/// The pod's events as `reason: message` lines.
-fn events(c: &Cluster, pod: &str) -> Vec<String> {
-    let out = c.ok(&[
-        "get",
-        "events",
-        "--field-selector",
-        &format!("involvedObject.name={pod}"),
-        "-o",
-        "json",
-    ]);
-    let v: Value = serde_json::from_str(&out).unwrap();
-    v["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            format!(
-                "{}: {}",
-                e["reason"].as_str().unwrap_or(""),
-                e["message"].as_str().unwrap_or("")
-            )
-        })
-        .collect()
-}
-
-fn wait_event(c: &Cluster, pod: &str, want: &str) -> Vec<String> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let evs = events(c, pod);
-        if evs.iter().any(|e| e.contains(want)) {
-            return evs;
-        }
-        assert!(Instant::now() < deadline, "no event {want:?} for {pod}: {evs:#?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[test]
@@ -149,12 +109,12 @@ fn readiness_http_probe_gates_ready_and_follows_the_health_path_without_restarts
     );
     assert_eq!(ready_column(&c, "web"), "0/1");
     assert!(
-        events(&c, "web")
+        c.events("web")
             .iter()
             .any(|e| e
                 .starts_with("Unhealthy: Readiness probe failed: HTTP probe failed with statuscode: 503")),
         "{:#?}",
-        events(&c, "web")
+        c.events("web")
     );
 
     // And passes again.
@@ -197,7 +157,7 @@ fn failing_liveness_exec_probe_kills_and_restarts_the_container_which_then_passe
     );
     let last = &status(&p, "main")["lastState"]["terminated"];
     assert!(last["exitCode"].as_i64().is_some(), "{p}");
-    let evs = events(&c, "alive");
+    let evs = c.events("alive");
     assert!(
         evs.iter()
             .any(|e| e.starts_with("Unhealthy: Liveness probe failed")),
@@ -293,7 +253,7 @@ fn startup_probe_holds_the_other_probes_and_one_that_never_passes_restarts_the_c
         status(p, "main")["restartCount"].as_i64().unwrap_or(0) >= 1
     });
     assert_eq!(status(&p, "main")["started"], false);
-    let evs = wait_event(&c, "never", "failed startup probe");
+    let evs = c.wait_event("never", "failed startup probe", WAIT);
     assert!(
         evs.iter()
             .any(|e| e == "Killing: Container main failed startup probe, will be restarted"),
@@ -340,7 +300,7 @@ fn tcp_and_grpc_probes_pass_and_fail_as_the_test_switches_them() {
         status(p, "tcp")["ready"] == false && status(p, "grpc")["ready"] == false
     });
     assert_eq!(status(&p, "tcp")["restartCount"], 0);
-    let evs = events(&c, "nets");
+    let evs = c.events("nets");
     assert!(
         evs.iter().any(|e| e.contains("Readiness probe failed: dial tcp")
             && e.contains(":7000: connect: connection refused")),
@@ -398,19 +358,19 @@ fn http_probes_resolve_named_ports_time_out_and_report_unknown_port_names() {
     );
     let p = c.wait_json(&["pod", "ports"], WAIT, |p| status(p, "named")["ready"] == true);
     let ip = p["status"]["podIP"].as_str().unwrap().to_string();
-    let evs = wait_event(&c, "ports", "context deadline exceeded");
+    let evs = c.wait_event("ports", "context deadline exceeded", WAIT);
     let want = format!(
         "Unhealthy: Readiness probe failed: Get \"http://{ip}:8081/sleep/3s\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
     );
     assert!(evs.contains(&want), "{want}\n{evs:#?}");
-    let evs = wait_event(&c, "ports", "errored");
+    let evs = c.wait_event("ports", "errored", WAIT);
     assert!(
         evs.iter().any(|e| e
             == "Unhealthy: Readiness probe errored and resulted in unknown state: strconv.Atoi: parsing \"metrics\": invalid syntax"),
         "{evs:#?}"
     );
     // An exec of a binary the image does not have is a failure with the runtime's error text.
-    let evs = wait_event(&c, "ports", "/no/such/binary");
+    let evs = c.wait_event("ports", "/no/such/binary", WAIT);
     assert!(
         evs.iter()
             .any(|e| e.starts_with("Unhealthy: Readiness probe failed: ") && e.contains("/no/such/binary")),

@@ -3,10 +3,12 @@
 //! them to static pods, and followed by the ServiceAccount, DefaultTolerationSeconds and Priority
 //! admission defaults in [`pod::default_pod`]), pod validation (`ValidatePodCreate`, `ValidatePodUpdate`,
 //! `ValidatePodEphemeralContainersUpdate`) and QoS class, the generic object checks (`ValidateObjectMeta`,
-//! name and label formats, ConfigMap, Secret) and the [`FieldError`] type with upstream's messages.
+//! name and label formats, ConfigMap, Secret) and the [`FieldError`] type with upstream's messages; and
+//! the TLS client setting both use to reach self-signed peers ([`tls`]).
 
 mod field_error;
 pub mod pod;
+pub mod tls;
 pub mod validation;
 
 pub use field_error::FieldError;

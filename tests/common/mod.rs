@@ -238,6 +238,38 @@ impl Cluster {
         }
     }
 
+    /// The events about `pod` as `reason: message` lines.
+    pub fn events(&self, pod: &str) -> Vec<String> {
+        let selector = format!("involvedObject.name={pod}");
+        let out = self.ok(&["get", "events", "--field-selector", &selector, "-o", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}: {}",
+                    e["reason"].as_str().unwrap_or(""),
+                    e["message"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    }
+
+    /// Waits until an event about `pod` contains `want`; returns all of them then.
+    pub fn wait_event(&self, pod: &str, want: &str, timeout: Duration) -> Vec<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let evs = self.events(pod);
+            if evs.iter().any(|e| e.contains(want)) {
+                return evs;
+            }
+            assert!(Instant::now() < deadline, "no event {want:?} for {pod}: {evs:#?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// The bearer token from the data dir.
     pub fn token(&self) -> String {
         std::fs::read_to_string(self.data_dir.join("pki/token"))
@@ -364,4 +396,14 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The status of container `name` in `list` (`containerStatuses`, `initContainerStatuses`,
+/// `ephemeralContainerStatuses`) of a pod as JSON; null when absent.
+pub fn container_status<'a>(pod: &'a serde_json::Value, list: &str, name: &str) -> &'a serde_json::Value {
+    static NULL: serde_json::Value = serde_json::Value::Null;
+    pod["status"][list]
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["name"] == name))
+        .unwrap_or(&NULL)
 }

@@ -35,6 +35,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Container, Pod, PodStatus, Probe};
 
 use crate::events::EventType;
+pub use crate::lifecycle::plan::pod_full_name;
 
 pub use manager::{Manager, ManagerConfig};
 pub use results::{ResultsManager, Update};
@@ -250,16 +251,6 @@ impl Timing {
     pub fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.timeout as u64)
     }
-}
-
-/// `name_namespace(uid)`, upstream's `format.Pod`.
-pub fn pod_full_name(pod: &Pod) -> String {
-    format!(
-        "{}_{}({})",
-        pod.metadata.name.as_deref().unwrap_or(""),
-        pod.metadata.namespace.as_deref().unwrap_or(""),
-        pod.metadata.uid.as_deref().unwrap_or("")
-    )
 }
 
 /// The field path of a container in a pod's spec, for events: `spec.containers{c}`,
