@@ -29,7 +29,8 @@ enum Command {
     Node(NodeArgs),
     /// Print the version.
     Version,
-    /// Measure the API server (start-up, memory, create rate, LIST, watch fan-out) and print the figures.
+    /// Measure the API server (start-up, memory, create rate, LIST, watch fan-out) and print the figures;
+    /// `--node` adds pod start-up on Docker, `--probes` the cost and latency of probes.
     Bench(bench::BenchArgs),
 }
 

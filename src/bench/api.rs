@@ -1,0 +1,236 @@
+//! The API server as a child process (`kubeling apiserver`): start to ready, the OpenAPI documents' first
+//! build, idle memory and CPU, sequential pod creates (typed and thin client), LIST of 1,000 pods, watch
+//! fan-out latency after a write's acknowledgement, and disk use.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+use super::{BenchArgs, client, cpu_percent, cpu_ticks, dir_size, ms, percentile, rss_kib, start};
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": "bench"}},
+        "spec": {"containers": [{"name": "c", "image": "kubeling/testbox:0.1", "ports": [{"containerPort": 8080}]}]}
+    }))
+    .expect("a valid pod")
+}
+
+/// The API server's figures, each against its target, on fresh data dirs under `dir`.
+pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
+    println!(
+        "kubeling bench (API server), {} cores",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
+    println!(
+        "upstream kube-apiserver 1.32 + etcd 3.4 on the same kind of machine (from the issue): start to /readyz 2.1-2.8 s; idle RSS 239 MB + 45 MB; sequential pod creates 430-525/s (p99 6-8 ms); LIST of 1,000 pods 145 ms"
+    );
+    println!();
+
+    // 1. Start to ready, on empty data dirs: spawn to the ready line, then the first /readyz answered.
+    let mut starts = Vec::new();
+    let mut readyz = Vec::new();
+    for i in 0..args.starts {
+        let t0 = Instant::now();
+        let srv = start(&dir.join(format!("start{i}")))?;
+        let c = client(&srv.kubeconfig).await?;
+        let req = http::Request::get("/readyz").body(Vec::new())?;
+        c.request_text(req).await.context("/readyz")?;
+        starts.push(srv.ready_after);
+        readyz.push(t0.elapsed());
+    }
+    starts.sort();
+    readyz.sort();
+    println!(
+        "start to ready line (empty data dir): median {}, min {}",
+        ms(percentile(&starts, 0.5)),
+        ms(starts[0])
+    );
+    println!(
+        "start to first /readyz answered:     median {}, min {}  (target < 100 ms; includes the client's TLS set-up)",
+        ms(percentile(&readyz, 0.5)),
+        ms(readyz[0])
+    );
+
+    // 1b. The OpenAPI documents are built on the first request (kubectl apply/create/explain ask for them).
+    {
+        let srv = start(&dir.join("openapi"))?;
+        let c = client(&srv.kubeconfig).await?;
+        let index: serde_json::Value = serde_json::from_str(
+            &c.request_text(http::Request::get("/openapi/v3").body(Vec::new())?)
+                .await?,
+        )?;
+        let url = index["paths"]["api/v1"]["serverRelativeURL"]
+            .as_str()
+            .context("api/v1 in the index")?
+            .to_string();
+        let t = Instant::now();
+        let doc = c
+            .request_text(http::Request::get(url.as_str()).body(Vec::new())?)
+            .await?;
+        let first = t.elapsed();
+        let t = Instant::now();
+        c.request_text(http::Request::get(url.as_str()).body(Vec::new())?)
+            .await?;
+        println!(
+            "OpenAPI v3 api/v1 document ({} KB): first request {} (builds every document), then {}",
+            doc.len() / 1024,
+            ms(first),
+            ms(t.elapsed())
+        );
+    }
+
+    // 2. Idle footprint.
+    let data = dir.join("main");
+    let srv = start(&data)?;
+    let pid = srv.child.id();
+    let c = client(&srv.kubeconfig).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let t0 = cpu_ticks(pid).unwrap_or(0);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let t1 = cpu_ticks(pid).unwrap_or(0);
+    println!(
+        "idle RSS: {} MB (target < 25 MB); idle CPU over 5 s: {:.2}% of a core",
+        rss_kib(pid).unwrap_or(0) / 1024,
+        cpu_percent(t1 - t0, Duration::from_secs(5))
+    );
+
+    // 3. One client creating pods one at a time (each answered only after it is on disk).
+    let nss: Api<Namespace> = Api::all(c.clone());
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "bench"}}))?,
+    )
+    .await?;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "bench");
+    let mut lat = Vec::with_capacity(args.pods);
+    let t0 = Instant::now();
+    for i in 0..args.pods {
+        let t = Instant::now();
+        pods.create(&PostParams::default(), &pod(&format!("p{i:05}")))
+            .await?;
+        lat.push(t.elapsed());
+    }
+    let total = t0.elapsed();
+    lat.sort();
+    println!(
+        "sequential pod creates: {} pods in {:.2} s = {:.0}/s; p50 {}, p99 {} (target >= 2000/s)",
+        args.pods,
+        total.as_secs_f64(),
+        args.pods as f64 / total.as_secs_f64(),
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99))
+    );
+
+    // 3b. The same with a thin client (pre-serialised body, response not decoded), to separate the server's
+    // share from kube-rs's typed (de)serialisation.
+    let mut lat = Vec::with_capacity(args.pods);
+    let t0 = Instant::now();
+    for i in 0..args.pods {
+        let body = serde_json::to_vec(&pod(&format!("raw{i:05}")))?;
+        let req = http::Request::post("/api/v1/namespaces/bench/pods")
+            .header("content-type", "application/json")
+            .body(body)?;
+        let t = Instant::now();
+        c.request_text(req).await?;
+        lat.push(t.elapsed());
+    }
+    let total = t0.elapsed();
+    lat.sort();
+    println!(
+        "sequential pod creates, thin client: {:.0}/s; p50 {}, p99 {}",
+        args.pods as f64 / total.as_secs_f64(),
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99))
+    );
+
+    // 4. LIST of 1,000 pods (first 1,000 of the namespace), client-measured, JSON.
+    let mut lists = Vec::new();
+    for _ in 0..20 {
+        let req = http::Request::get("/api/v1/namespaces/bench/pods?limit=1000").body(Vec::new())?;
+        let t = Instant::now();
+        let body = c.request_text(req).await?;
+        lists.push(t.elapsed());
+        anyhow::ensure!(body.len() > 1000, "empty list");
+    }
+    lists.sort();
+    println!(
+        "LIST of 1,000 pods: median {}, p99 {} (target < 20 ms)",
+        ms(percentile(&lists, 0.5)),
+        ms(percentile(&lists, 0.99))
+    );
+
+    // 5. Watch fan-out: how long after a write is acknowledged each of N watchers has the event.
+    let rv = pods
+        .get("p00000")
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    let mut tasks = Vec::new();
+    for _ in 0..args.watchers {
+        let mut stream = pods
+            .watch(&WatchParams::default().labels("app=fanout"), &rv)
+            .await?
+            .boxed();
+        let tx = tx.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(Ok(ev)) = stream.next().await {
+                if let WatchEvent::Added(p) = ev {
+                    let _ = tx.send((p.metadata.name.unwrap_or_default(), Instant::now()));
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let writes = 50;
+    let mut acked = std::collections::HashMap::new();
+    for i in 0..writes {
+        let name = format!("fan{i:03}");
+        let mut p = pod(&name);
+        p.metadata.labels = Some([("app".to_string(), "fanout".to_string())].into());
+        pods.create(&PostParams::default(), &p).await?;
+        acked.insert(name, Instant::now());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut delays = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while delays.len() < writes * args.watchers && Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_secs(1), rx.recv()).await {
+            Ok(Some((name, at))) => {
+                if let Some(ack) = acked.get(&name) {
+                    delays.push(at.saturating_duration_since(*ack));
+                }
+            }
+            _ => break,
+        }
+    }
+    for t in tasks {
+        t.abort();
+    }
+    delays.sort();
+    println!(
+        "watch fan-out to {} watchers: {} of {} deliveries; after the write's acknowledgement p50 {}, p99 {} (target p99 < 2 ms; 0 = before the ack)",
+        args.watchers,
+        delays.len(),
+        writes * args.watchers,
+        ms(percentile(&delays, 0.5)),
+        ms(percentile(&delays, 0.99))
+    );
+
+    let objects = 2 * args.pods + writes;
+    println!(
+        "disk: {} MB for {} pods and the system objects (sled; watched because of its space amplification)",
+        dir_size(&data.join("db")) / 1024 / 1024,
+        objects
+    );
+    println!("RSS after the run: {} MB", rss_kib(pid).unwrap_or(0) / 1024);
+    drop(srv);
+    Ok(())
+}
