@@ -204,7 +204,8 @@ impl Worker {
         if !stopped {
             let start = tokio::time::Instant::now() + period;
             let mut ticker = tokio::time::interval_at(start, period);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // A late tick (a loaded machine) keeps the period's phase, as Go's ticker does.
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             finished = true;
             while self.do_probe(&shared).await {
                 tokio::select! {
