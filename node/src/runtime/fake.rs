@@ -139,6 +139,8 @@ struct State {
     images: BTreeMap<String, ImageInfo>,
     pull_errors: HashMap<String, String>,
     containers: BTreeMap<String, FakeContainer>,
+    /// Container IDs by pod UID: the pod workers list by UID every second, which must not scan everything.
+    by_uid: HashMap<String, std::collections::BTreeSet<String>>,
     calls: Vec<Call>,
     failures: HashMap<Op, VecDeque<String>>,
     exit_on_start: HashMap<String, i64>,
@@ -192,6 +194,7 @@ impl FakeRuntime {
                 images: BTreeMap::new(),
                 pull_errors: HashMap::new(),
                 containers: BTreeMap::new(),
+                by_uid: HashMap::new(),
                 calls: Vec::new(),
                 failures: HashMap::new(),
                 exit_on_start: HashMap::new(),
@@ -347,7 +350,15 @@ impl FakeRuntime {
             id: image.to_owned(),
         })?;
         // Docker's name conflict, resolved as DockerRuntime does: the old one goes.
-        state.containers.retain(|_, c| c.info.name != name);
+        let taken: Vec<String> = state
+            .containers
+            .values()
+            .filter(|c| c.info.name == name)
+            .map(|c| c.info.id.clone())
+            .collect();
+        for old in taken {
+            state.forget(&old);
+        }
         state.next_id += 1;
         let id = format!("{:064x}", state.next_id);
         let now = state.now();
@@ -376,6 +387,9 @@ impl FakeRuntime {
             network_mode,
             labels,
         };
+        if let Some(uid) = labels_uid(&info.labels) {
+            state.by_uid.entry(uid).or_default().insert(id.clone());
+        }
         state.containers.insert(
             id.clone(),
             FakeContainer {
@@ -389,7 +403,23 @@ impl FakeRuntime {
     }
 }
 
+fn labels_uid(labels: &BTreeMap<String, String>) -> Option<String> {
+    labels.get(naming::LABEL_POD_UID).cloned()
+}
+
 impl State {
+    /// Drops a container and its index entry.
+    fn forget(&mut self, id: &str) {
+        if let Some(c) = self.containers.remove(id)
+            && let Some(uid) = labels_uid(&c.info.labels)
+            && let Some(ids) = self.by_uid.get_mut(&uid)
+        {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.by_uid.remove(&uid);
+            }
+        }
+    }
     fn now(&self) -> Timestamp {
         self.now.unwrap_or_else(Timestamp::now)
     }
@@ -574,7 +604,7 @@ impl ContainerRuntime for FakeRuntime {
 
     async fn remove_container(&self, id: &str) -> Result<()> {
         let mut state = self.enter(Op::Remove, Some(Call::Remove { id: id.to_owned() }))?;
-        state.containers.remove(id);
+        state.forget(id);
         state.logs.remove(id);
         state.log_changed.notify_waiters();
         Ok(())
@@ -582,12 +612,18 @@ impl ContainerRuntime for FakeRuntime {
 
     async fn list(&self, filter: &ListFilter) -> Result<Vec<ContainerInfo>> {
         let state = self.enter(Op::List, None)?;
-        Ok(state
-            .containers
-            .values()
-            .filter(|c| filter.matches(&c.info.labels))
-            .map(|c| c.info.clone())
-            .collect())
+        let matching = |c: &FakeContainer| filter.matches(&c.info.labels).then(|| c.info.clone());
+        Ok(match filter.labels.get(naming::LABEL_POD_UID) {
+            Some(uid) => state
+                .by_uid
+                .get(uid)
+                .into_iter()
+                .flatten()
+                .filter_map(|id| state.containers.get(id))
+                .filter_map(matching)
+                .collect(),
+            None => state.containers.values().filter_map(matching).collect(),
+        })
     }
 
     async fn inspect(&self, id: &str) -> Result<ContainerState> {
