@@ -455,3 +455,40 @@ spec:
     let p = c.wait_json(&["pod", &mirror], WAIT, |p| condition(p, "Ready") == "True");
     assert_eq!(status(&p, "main")["restartCount"], 0);
 }
+
+#[test]
+fn readiness_is_still_probed_and_written_while_the_pod_terminates() {
+    let c = Cluster::up();
+    // A preStop sleep keeps the container serving for 10 s after the delete.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod(
+            "leaving",
+            "  terminationGracePeriodSeconds: 20\n",
+            "  - name: main
+    image: IMAGE
+    args: [serve, --port, \"8080\"]
+    readinessProbe:
+      httpGet: {path: /ready, port: 8080}
+      periodSeconds: 1
+      failureThreshold: 1
+    lifecycle:
+      preStop:
+        sleep: {seconds: 10}
+",
+        )
+        .replace("  terminationGracePeriodSeconds: 1\n", ""),
+    );
+    c.wait_json(&["pod", "leaving"], WAIT, |p| condition(p, "Ready") == "True");
+    c.ok(&["delete", "pod", "leaving", "--wait=false"]);
+    c.wait_json(&["pod", "leaving"], WAIT, |p| {
+        p["metadata"]["deletionTimestamp"].is_string()
+    });
+    c.ok(&["exec", "leaving", "--", "touch", "/tmp/unready"]);
+    let p = c.wait_json(&["pod", "leaving"], WAIT, |p| condition(p, "Ready") == "False");
+    assert!(p["metadata"]["deletionTimestamp"].is_string(), "{p}");
+    assert!(
+        status(&p, "main")["state"]["running"].is_object(),
+        "still running: {p}"
+    );
+}

@@ -11,7 +11,7 @@ use crate::prober::handlers::exec::combined_output;
 use crate::prober::handlers::http::{self, HOOK_TIMEOUT, Request};
 use crate::prober::pod_full_name;
 
-impl Worker {
+impl super::kill::Ops {
     /// Runs one hook to its end; `Err` is upstream's message.
     pub(super) async fn run_hook(
         &self,

@@ -10,7 +10,15 @@ use k8s_openapi::api::core::v1::Container;
 use super::*;
 use crate::lifecycle::plan::KillReason;
 
-impl Worker {
+/// What kills and hooks need of a worker: the kubelet and the pod's UID. A handle of its own, so a
+/// worker can keep its pod's status current while its containers are being stopped.
+#[derive(Clone)]
+pub(super) struct Ops {
+    pub(super) k: Arc<Kubelet>,
+    pub(super) uid: String,
+}
+
+impl Ops {
     /// Stops every running container of the pod in parallel, then its sandboxes. `grace_override` is the
     /// pod worker's effective grace period on the termination path (upstream's `gracePeriodOverride`);
     /// without one each container gets [`termination_grace`].

@@ -36,6 +36,8 @@ mod status;
 pub(crate) struct Worker {
     k: Arc<Kubelet>,
     uid: String,
+    /// Kills and hooks.
+    ops: kill::Ops,
     crash_backoff: BackoffState,
     pull_backoff: BackoffState,
     waiting: BTreeMap<String, WaitingReason>,
@@ -69,6 +71,10 @@ enum Next {
 impl Worker {
     pub(crate) fn new(k: Arc<Kubelet>, uid: String) -> Worker {
         Worker {
+            ops: kill::Ops {
+                k: k.clone(),
+                uid: uid.clone(),
+            },
             k,
             uid,
             crash_backoff: BackoffState::crash_loop(),
@@ -352,7 +358,7 @@ impl Worker {
                 || observed.sandboxes.iter().any(|s| s.ready);
             let observed = if running {
                 self.k.probes.stop_liveness_and_startup(pod);
-                self.kill_all(pod, &observed, None).await;
+                self.ops.kill_all(pod, &observed, None).await;
                 self.observe().await
             } else {
                 observed
@@ -420,11 +426,11 @@ impl Worker {
         // upstream SyncPod: either the whole pod goes down, or the listed containers.
         if actions.kill_pod {
             acted = true;
-            self.kill_all(pod, observed, None).await;
+            self.ops.kill_all(pod, observed, None).await;
         } else {
             for k in &actions.containers_to_kill {
                 acted = true;
-                self.kill_container(pod, &k.id, &k.name, Some(&k.message), Some(k.reason), None)
+                self.ops.kill_container(pod, &k.id, &k.name, Some(&k.message), Some(k.reason), None)
                     .await;
             }
         }
@@ -497,7 +503,31 @@ impl Worker {
         self.k.probes.stop_liveness_and_startup(pod);
         let observed = self.observe().await;
         let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(30);
-        self.kill_all(pod, &observed, Some(grace)).await;
+        // While the containers stop (preStop hooks, the grace period), readiness is still probed: its
+        // changes are written as they come (upstream keeps the status current through termination).
+        let ops = self.ops.clone();
+        let kill = ops.kill_all(pod, &observed, Some(grace));
+        tokio::pin!(kill);
+        let mut wake = self.desired.clone();
+        loop {
+            let woken = async {
+                match wake.as_mut() {
+                    Some(rx) => rx.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = &mut kill => break,
+                alive = woken => {
+                    if !alive {
+                        wake = None;
+                        continue;
+                    }
+                    let observed = self.observe().await;
+                    self.report(pod, &observed, false).await;
+                }
+            }
+        }
         self.k.probes.remove_pod(&self.uid);
         let observed = self.observe().await;
         self.report(pod, &observed, true).await;
@@ -528,7 +558,7 @@ impl Worker {
             .and_then(|s| s.termination_grace_period_seconds)
             .unwrap_or(30);
         self.k.probes.stop_liveness_and_startup(pod);
-        self.kill_all(pod, &observed, Some(grace)).await;
+        self.ops.kill_all(pod, &observed, Some(grace)).await;
         self.k.probes.remove_pod(&self.uid);
         if let Some(m) = self.k.mirror_of(pod) {
             let (ns, name) = pod_key(&m);

@@ -21,7 +21,7 @@ impl Worker {
         let outcome = {
             let interrupted = self.interrupted();
             tokio::select! {
-                r = self.run_hook(pod, c, id, hook, pod_ip) => Some(r),
+                r = self.ops.run_hook(pod, c, id, hook, pod_ip) => Some(r),
                 _ = interrupted => None,
             }
         };
@@ -36,7 +36,7 @@ impl Worker {
             "FailedPostStartHook",
             "PostStartHook failed".to_owned(),
         );
-        self.kill_container(pod, id, &c.name, Some("FailedPostStartHook"), None, None)
+        self.ops.kill_container(pod, id, &c.name, Some("FailedPostStartHook"), None, None)
             .await;
         self.waiting.insert(
             c.name.clone(),
@@ -299,7 +299,7 @@ impl Worker {
             )
             .await;
         if let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
-            let pod_ip = self.hook_pod_ip(pod, Some(sandbox));
+            let pod_ip = self.ops.hook_pod_ip(pod, Some(sandbox));
             self.post_start(pod, c, &id, hook, pod_ip.as_deref()).await;
         }
         // Keep the newest dead instance for `logs --previous`; older ones go (upstream container GC).
