@@ -316,8 +316,7 @@ async fn kubelet_writes(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
         2 * n,
     );
     println!(
-        "  of which the fake runtime's calls: one relist round ({n} lists by pod UID, each scanning all {} containers, and {} inspects) takes {:.0} ms alone, about {:.0}% of one core at one round a second (Docker filters by label itself)",
-        2 * n,
+        "  of which the fake runtime's calls: one relist round ({n} lists by pod UID and {} inspects) takes {:.0} ms alone, about {:.0}% of one core at one round a second",
         2 * n,
         round.as_secs_f64() * 1000.0,
         round.as_secs_f64() * 100.0,
