@@ -200,12 +200,17 @@ fn bind_ip(node_ip: &str) -> std::net::IpAddr {
 
 /// A self-signed serving certificate for the node's endpoint (ring provider, as everywhere in kubeling).
 fn node_tls(cfg: &AgentConfig) -> std::io::Result<rustls::ServerConfig> {
-    let err = |e: &dyn std::fmt::Display| std::io::Error::other(format!("node certificate: {e}"));
     let names = vec![
         cfg.node_name.clone(),
         cfg.node_ip.clone(),
         "localhost".to_string(),
     ];
+    self_signed_tls(names)
+}
+
+/// A server configuration with a fresh self-signed certificate for `names` (ALPN `http/1.1`).
+pub(crate) fn self_signed_tls(names: Vec<String>) -> std::io::Result<rustls::ServerConfig> {
+    let err = |e: &dyn std::fmt::Display| std::io::Error::other(format!("node certificate: {e}"));
     let key = rcgen::KeyPair::generate().map_err(|e| err(&e))?;
     let params = rcgen::CertificateParams::new(names).map_err(|e| err(&e))?;
     let cert = params.self_signed(&key).map_err(|e| err(&e))?;

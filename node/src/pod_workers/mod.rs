@@ -430,7 +430,8 @@ impl Worker {
         } else {
             for k in &actions.containers_to_kill {
                 acted = true;
-                self.ops.kill_container(pod, &k.id, &k.name, Some(&k.message), Some(k.reason), None)
+                self.ops
+                    .kill_container(pod, &k.id, &k.name, Some(&k.message), Some(k.reason), None)
                     .await;
             }
         }

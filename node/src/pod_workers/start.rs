@@ -36,7 +36,8 @@ impl Worker {
             "FailedPostStartHook",
             "PostStartHook failed".to_owned(),
         );
-        self.ops.kill_container(pod, id, &c.name, Some("FailedPostStartHook"), None, None)
+        self.ops
+            .kill_container(pod, id, &c.name, Some("FailedPostStartHook"), None, None)
             .await;
         self.waiting.insert(
             c.name.clone(),

@@ -455,6 +455,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn https_probes_accept_a_self_signed_certificate() {
+        let config = crate::agent::self_signed_tls(vec!["web.local".into()]).unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut tls = acceptor.accept(tcp).await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let n = tls.read(&mut buf).await.unwrap();
+            tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecure")
+                .await
+                .unwrap();
+            tls.shutdown().await.ok();
+            String::from_utf8_lossy(&buf[..n]).into_owned()
+        });
+        let url = build_url("https", "127.0.0.1", port, "/healthz").unwrap();
+        let r = probe(&Request::new(url, Vec::new(), "probe"), Duration::from_secs(5)).await;
+        assert_eq!(r, Report::new(Outcome::Success, "secure"));
+        assert!(server.await.unwrap().starts_with("GET /healthz HTTP/1.1\r\n"));
+    }
+
+    #[tokio::test]
     async fn bodies_are_read_up_to_the_cap() {
         let body = "x".repeat(3 * MAX_OUTPUT);
         let resp: &'static str = Box::leak(
