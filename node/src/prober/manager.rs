@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodStatus};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -159,8 +159,9 @@ impl Manager {
                 }
                 let pod = shared_pod.get_or_insert_with(|| Arc::new(pod.clone())).clone();
                 let seed = reported.and_then(|s| seed(s, &c.name, probe_type));
+                let adopted = reported.is_some_and(|s| running_in(s, &c.name));
                 let results = self.results(probe_type).clone();
-                let Some(worker) = Worker::new(key.clone(), pod, c.clone(), results, seed) else {
+                let Some(worker) = Worker::new(key.clone(), pod, c.clone(), results, seed, adopted) else {
                     continue;
                 };
                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -248,15 +249,24 @@ impl Manager {
     }
 }
 
-/// The result a new worker starts from, when the reported status shows the container running and ready
-/// (readiness) or started (startup).
-fn seed(status: &PodStatus, container: &str, probe_type: ProbeType) -> Option<(String, ProbeResult)> {
-    let c = status
+fn reported_status<'a>(status: &'a PodStatus, container: &str) -> Option<&'a ContainerStatus> {
+    status
         .container_statuses
         .iter()
         .chain(status.init_container_statuses.iter())
         .flatten()
-        .find(|c| c.name == container)?;
+        .find(|c| c.name == container)
+}
+
+/// Whether the reported status shows the container running (a kubelet restart adopting it).
+fn running_in(status: &PodStatus, container: &str) -> bool {
+    reported_status(status, container).is_some_and(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+}
+
+/// The result a new worker starts from, when the reported status shows the container running and ready
+/// (readiness) or started (startup).
+fn seed(status: &PodStatus, container: &str, probe_type: ProbeType) -> Option<(String, ProbeResult)> {
+    let c = reported_status(status, container)?;
     let id = runtime_id(c.container_id.as_deref().filter(|id| !id.is_empty())?).to_owned();
     let running = c.state.as_ref().is_some_and(|s| s.running.is_some());
     let known = match probe_type {

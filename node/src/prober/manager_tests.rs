@@ -396,24 +396,50 @@ async fn a_manual_trigger_runs_the_readiness_probe_before_its_period() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn right_after_start_workers_wait_a_random_part_of_their_period() {
+async fn right_after_start_adopted_containers_wait_a_random_part_of_their_period_and_new_ones_do_not() {
     let prober = Arc::new(FakeProber::new());
     let status = Arc::new(PodStatusCache::new());
     status.set("u1", running_status("c1", true));
     let manager = Manager::new(
         ManagerConfig {
-            status,
+            status: status.clone(),
             prober: prober.clone(),
             events: Arc::new(FakeEvents::new()),
             clock: tokio_clock(Timestamp::from_second(T0).unwrap()),
         },
         CancellationToken::new(),
     );
-    manager.add_pod(&pod(json!({"livenessProbe": exec_probe(10, 3)}), "Always"), None);
+    // Adopted (the reported status shows it running): jittered.
+    let reported = running_status("c1", true);
+    let p = pod(
+        json!({"livenessProbe": exec_probe(10, 3), "readinessProbe": exec_probe(10, 3)}),
+        "Always",
+    );
+    manager.add_pod(&p, Some(&reported));
     settle().await;
     assert_eq!(prober.calls("c", ProbeType::Liveness), 0, "jittered");
+    // A manual trigger ends the wait.
+    manager.trigger_readiness("u1", "c");
+    settle().await;
+    assert_eq!(prober.calls("c", ProbeType::Readiness), 1);
     sleep(10).await;
     assert_eq!(prober.calls("c", ProbeType::Liveness), 1, "within one period");
+    // A pod made just after start is probed at once.
+    let mut fresh = pod(json!({"livenessProbe": exec_probe(10, 3)}), "Always");
+    fresh.metadata.uid = Some("u2".into());
+    fresh.spec.as_mut().unwrap().containers[0].name = "d".into();
+    status.set(
+        "u2",
+        serde_json::from_value(json!({"phase": "Running", "containerStatuses": [{
+            "name": "d", "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+            "containerID": "docker://d1", "started": true,
+            "state": {"running": {"startedAt": Timestamp::from_second(T0).unwrap().to_string()}}
+        }]}))
+        .unwrap(),
+    );
+    manager.add_pod(&fresh, None);
+    settle().await;
+    assert_eq!(prober.calls("d", ProbeType::Liveness), 1, "not jittered");
 }
 
 #[tokio::test(start_paused = true)]

@@ -146,6 +146,8 @@ pub(crate) struct Worker {
     container_id: Option<String>,
     counter: Counter,
     on_hold: bool,
+    /// Its container already ran when the worker was made (a restarted kubelet adopting it).
+    adopted: bool,
 }
 
 impl Worker {
@@ -157,6 +159,7 @@ impl Worker {
         container: Container,
         results: Arc<ResultsManager>,
         seed: Option<(String, ProbeResult)>,
+        adopted: bool,
     ) -> Option<Worker> {
         let probe = key.probe_type.of(&container)?.clone();
         let field_path = super::field_path(&pod, &container.name);
@@ -173,6 +176,7 @@ impl Worker {
             container_id: None,
             counter: Counter::default(),
             on_hold: false,
+            adopted,
         };
         if let Some((id, result)) = seed {
             w.results.set(&id, result, &w.key.pod_uid);
@@ -181,9 +185,9 @@ impl Worker {
         Some(w)
     }
 
-    /// The loop (upstream `worker.run`): a random first delay only right after the kubelet started (so a
-    /// restarted kubelet does not probe everything at once), then a round every period, or at once on a
-    /// manual trigger (which restarts the period).
+    /// The loop (upstream `worker.run`): a random first delay only right after the kubelet started, for a
+    /// container it adopted (so a restarted kubelet does not probe everything at once), then a round every
+    /// period, or at once on a manual trigger (which restarts the period).
     pub(crate) async fn run(
         mut self,
         shared: Arc<Shared>,
@@ -193,11 +197,15 @@ impl Worker {
     ) {
         let period = self.timing.period();
         let mut stopped = false;
-        if period > shared.started.elapsed() {
+        // Only for containers that already ran: upstream's jitter spreads the probes of a restarted
+        // kubelet's pods; a pod created just after start (a fresh local cluster) is probed at once. A
+        // manual trigger ends the wait.
+        if self.adopted && period > shared.started.elapsed() {
             let jitter = period.mul_f64(rand::random::<f64>());
             tokio::select! {
                 _ = stop.cancelled() => stopped = true,
                 _ = tokio::time::sleep(jitter) => {}
+                _ = trigger.notified() => {}
             }
         }
         let mut finished = false;
