@@ -16,10 +16,11 @@ use serde_json::Value;
 const WAIT: Duration = Duration::from_secs(60);
 
 fn pod(name: &str, spec_extra: &str, containers: &str) -> String {
-    let image = testbox_image::ensure_testbox_image();
-    format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n{spec_extra}  containers:\n{}",
-        containers.replace("IMAGE", &image)
+    common::pod_manifest(
+        &testbox_image::ensure_testbox_image(),
+        name,
+        spec_extra,
+        containers,
     )
 }
 

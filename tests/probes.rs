@@ -13,13 +13,10 @@ use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// A pod with the given containers (YAML list items, indented by two spaces, `IMAGE` replaced).
+/// A pod with the given containers and a 1 s grace period (`common::pod_manifest`).
 fn pod(name: &str, spec_extra: &str, containers: &str) -> String {
-    let image = testbox_image::ensure_testbox_image();
-    format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 1\n{spec_extra}  containers:\n{}",
-        containers.replace("IMAGE", &image)
-    )
+    let spec = format!("  terminationGracePeriodSeconds: 1\n{spec_extra}");
+    common::pod_manifest(&testbox_image::ensure_testbox_image(), name, &spec, containers)
 }
 
 fn status<'a>(p: &'a Value, container: &str) -> &'a Value {
@@ -27,10 +24,8 @@ fn status<'a>(p: &'a Value, container: &str) -> &'a Value {
 }
 
 fn condition(p: &Value, type_: &str) -> String {
-    p["status"]["conditions"]
-        .as_array()
-        .and_then(|l| l.iter().find(|c| c["type"] == type_))
-        .and_then(|c| c["status"].as_str())
+    condition_field(p, type_, "status")
+        .as_str()
         .unwrap_or("")
         .to_string()
 }
@@ -462,7 +457,8 @@ fn readiness_is_still_probed_and_written_while_the_pod_terminates() {
     // A preStop sleep keeps the container serving for 10 s after the delete.
     c.ok_stdin(
         &["apply", "-f", "-"],
-        &pod(
+        &common::pod_manifest(
+            &testbox_image::ensure_testbox_image(),
             "leaving",
             "  terminationGracePeriodSeconds: 20\n",
             "  - name: main
@@ -476,8 +472,7 @@ fn readiness_is_still_probed_and_written_while_the_pod_terminates() {
       preStop:
         sleep: {seconds: 10}
 ",
-        )
-        .replace("  terminationGracePeriodSeconds: 1\n", ""),
+        ),
     );
     c.wait_json(&["pod", "leaving"], WAIT, |p| condition(p, "Ready") == "True");
     c.ok(&["delete", "pod", "leaving", "--wait=false"]);

@@ -407,3 +407,12 @@ pub fn container_status<'a>(pod: &'a serde_json::Value, list: &str, name: &str) 
         .and_then(|l| l.iter().find(|c| c["name"] == name))
         .unwrap_or(&NULL)
 }
+
+/// A Pod manifest named `name` running `image`: `spec_extra` (indented spec lines) before the
+/// `containers` (YAML list items indented by two spaces, `IMAGE` standing for the image).
+pub fn pod_manifest(image: &str, name: &str, spec_extra: &str, containers: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n{spec_extra}  containers:\n{}",
+        containers.replace("IMAGE", image)
+    )
+}
