@@ -137,13 +137,9 @@ impl Manager {
             .filter(|c| c.restart_policy.as_deref() == Some("Always"));
         let containers: Vec<&Container> = spec.containers.iter().chain(sidecars).collect();
         let mut shared_pod: Option<Arc<Pod>> = None;
-        let finished = self
-            .shared
-            .finished
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        // Locked in remove_worker's order: workers, then finished.
         let mut workers = self.shared.workers.lock().unwrap_or_else(|e| e.into_inner());
+        let finished = self.shared.finished.lock().unwrap_or_else(|e| e.into_inner());
         for c in containers {
             for probe_type in [ProbeType::Startup, ProbeType::Readiness, ProbeType::Liveness] {
                 if probe_type.of(c).is_none() {

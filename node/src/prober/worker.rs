@@ -148,6 +148,9 @@ pub(crate) struct Worker {
     on_hold: bool,
     /// Its container already ran when the worker was made (a restarted kubelet adopting it).
     adopted: bool,
+    /// A terminated instance is never restarted: the pod's policy is Never and the container is not a
+    /// sidecar (a restartable init container restarts whatever the pod's policy).
+    restart_never: bool,
 }
 
 impl Worker {
@@ -164,6 +167,12 @@ impl Worker {
         let probe = key.probe_type.of(&container)?.clone();
         let field_path = super::field_path(&pod, &container.name);
         let timing = Timing::of(&probe);
+        let spec = pod.spec.as_ref();
+        let sidecar = spec.and_then(|s| s.init_containers.as_ref()).is_some_and(|l| {
+            l.iter()
+                .any(|i| i.name == container.name && i.restart_policy.as_deref() == Some("Always"))
+        });
+        let restart_never = !sidecar && spec.and_then(|s| s.restart_policy.as_deref()) == Some("Never");
         let mut w = Worker {
             initial: initial_value(key.probe_type),
             key,
@@ -177,6 +186,7 @@ impl Worker {
             counter: Counter::default(),
             on_hold: false,
             adopted,
+            restart_never,
         };
         if let Some((id, result)) = seed {
             w.results.set(&id, result, &w.key.pod_uid);
@@ -256,20 +266,13 @@ impl Worker {
         if self.on_hold {
             return true;
         }
-        let spec = self.pod.spec.as_ref();
-        // A sidecar (restartable init container) restarts whatever the pod's policy.
-        let sidecar = spec.and_then(|s| s.init_containers.as_ref()).is_some_and(|l| {
-            l.iter()
-                .any(|c| c.name == self.container.name && c.restart_policy.as_deref() == Some("Always"))
-        });
-        let restart_never = !sidecar && spec.and_then(|s| s.restart_policy.as_deref()) == Some("Never");
         let deleting = self.pod.metadata.deletion_timestamp.is_some();
         let now = (shared.clock)();
         match gate(
             self.key.probe_type,
             c,
             deleting,
-            restart_never,
+            self.restart_never,
             self.timing.initial_delay,
             now,
         ) {
