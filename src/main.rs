@@ -1,5 +1,5 @@
-//! The `kubeling` binary: the command line and the wiring (storage → API server → node agent). The work
-//! itself lives in the `apiserver` and `node` crates.
+//! The `kubeling` binary: the command line and the wiring (storage → API server → controller manager → node
+//! agent). The work itself lives in the `apiserver`, `controllers` and `node` crates.
 
 mod bench;
 pub mod kubeconfig;
@@ -21,12 +21,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Start the cluster in the foreground: the API server, the scheduler and a node agent on Docker.
+    /// Start the cluster in the foreground: the API server, the controller manager (with the scheduler) and
+    /// a node agent on Docker.
     Up(UpArgs),
     /// Start the API server alone.
     Apiserver(ServeArgs),
     /// Run a node agent alone against any API server.
     Node(NodeArgs),
+    /// Run the controller manager (and the scheduler) alone against any API server.
+    Controllers(ControllersArgs),
     /// Print the version.
     Version,
     /// Measure the API server (start-up, memory, create rate, LIST, watch fan-out) and print the figures;
@@ -173,6 +176,76 @@ struct NodeArgs {
     node: NodeOptions,
 }
 
+#[derive(Args, Clone)]
+struct ControllersArgs {
+    /// The kubeconfig of the API server to manage.
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    /// Data directory (the local volume provisioner's directories). Default: DATA/volumes under the default
+    /// dir.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Controllers to run: `*` for all, names to pick, `-name` to leave one out (e.g. `*,-cronjob`).
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    controllers: Vec<String>,
+    /// Do not take the leader lease (only for a single controller manager).
+    #[arg(long)]
+    no_leader_elect: bool,
+}
+
+/// The controller manager's settings for a cluster whose CA is `ca_pem`.
+fn controllers_config(ca_pem: String, volumes_dir: PathBuf) -> controllers::Config {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    controllers::Config {
+        root_ca_pem: ca_pem,
+        volumes_dir,
+        identity: format!("{}_{}", host.trim(), std::process::id()),
+        ..Default::default()
+    }
+}
+
+/// The CA bundle of the current context's cluster in a kubeconfig (`certificate-authority-data`).
+fn kubeconfig_ca(path: &std::path::Path) -> Option<String> {
+    let kc = kube::config::Kubeconfig::read_from(path).ok()?;
+    let current = kc.current_context.clone()?;
+    let ctx = kc.contexts.iter().find(|c| c.name == current)?.context.clone()?;
+    let cluster = kc
+        .clusters
+        .iter()
+        .find(|c| c.name == ctx.cluster)?
+        .cluster
+        .clone()?;
+    if let Some(data) = cluster.certificate_authority_data {
+        use base64::Engine;
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .ok()?;
+        return String::from_utf8(pem).ok();
+    }
+    std::fs::read_to_string(cluster.certificate_authority?).ok()
+}
+
+async fn run_controllers(args: ControllersArgs) -> anyhow::Result<()> {
+    let data_dir = match args.data_dir {
+        Some(d) => d,
+        None => default_data_dir()?,
+    };
+    let client = client_from(&args.kubeconfig).await?;
+    let mut cfg = controllers_config(
+        kubeconfig_ca(&args.kubeconfig).unwrap_or_default(),
+        data_dir.join("volumes"),
+    );
+    cfg.controllers = args.controllers;
+    cfg.leader_elect = !args.no_leader_elect;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let manager = tokio::spawn(controllers::run(client, cfg, cancel.clone()));
+    println!("kubeling controller manager started");
+    wait_for_signal().await?;
+    cancel.cancel();
+    manager.await?;
+    Ok(())
+}
+
 async fn client_from(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("reading {}", kubeconfig.display()))?;
@@ -311,7 +384,12 @@ async fn serve(args: ServeArgs, node_opts: Option<NodeOptions>) -> anyhow::Resul
     let mut tasks = Vec::new();
     if let Some(opts) = node_opts {
         let client = client_from(&kubeconfig_path).await?;
-        tasks.push(tokio::spawn(node::scheduler::run(client.clone(), cancel.clone())));
+        let cfg = controllers_config(server.tls.ca_pem.clone(), data_dir.join("volumes"));
+        tasks.push(tokio::spawn(controllers::run(
+            client.clone(),
+            cfg,
+            cancel.clone(),
+        )));
         let mut cfg = agent_config(&data_dir.join("node"), &opts);
         cfg.node_token = server.tls.token.clone();
         if cfg.static_pod_path.is_none() {
@@ -326,7 +404,7 @@ async fn serve(args: ServeArgs, node_opts: Option<NodeOptions>) -> anyhow::Resul
     }
     wait_for_signal().await?;
     tracing::info!("shutting down");
-    // Order: the node agent and scheduler stop (containers keep running), then the API server ends its
+    // Order: the node agent and the controller manager stop (containers keep running), then the API server ends its
     // watches, drains requests and flushes storage.
     cancel.cancel();
     for t in tasks {
@@ -377,6 +455,7 @@ fn main() -> anyhow::Result<()> {
         Command::Up(args) => runtime()?.block_on(serve(args.serve, Some(args.node))),
         Command::Apiserver(args) => runtime()?.block_on(serve(args, None)),
         Command::Node(args) => runtime()?.block_on(run_node(args)),
+        Command::Controllers(args) => runtime()?.block_on(run_controllers(args)),
         Command::Bench(args) => runtime()?.block_on(bench::run(args)),
     }
 }

@@ -4,7 +4,7 @@
 pub mod agent;
 pub mod config;
 pub mod env;
-pub mod events;
+pub use client::events;
 pub mod gc;
 pub mod kubelet;
 pub mod lifecycle;
@@ -13,7 +13,6 @@ pub mod node_status;
 mod pod_workers;
 pub mod prober;
 pub mod runtime;
-pub mod scheduler;
 pub mod server;
 pub mod sources;
 pub mod status_cache;

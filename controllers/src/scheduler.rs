@@ -20,7 +20,7 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::{EventType, Recorder, pod_ref};
+use client::events::{EventType, Recorder, pod_ref};
 
 /// The scheduler name pods get by default.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
