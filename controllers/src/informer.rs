@@ -228,13 +228,15 @@ where
     }
 }
 
+/// Informers by the kind they cache and a tag telling filtered ones apart.
+type ByType = HashMap<(TypeId, &'static str), Arc<dyn Any + Send + Sync>>;
 type Starter = Box<dyn FnOnce(kube::Client, CancellationToken) -> Option<tokio::task::JoinHandle<()>> + Send>;
 type Waiter = Box<dyn Fn() -> futures_util::future::BoxFuture<'static, ()> + Send + Sync>;
 
 /// The informers of one controller manager, made on first use and started together.
 #[derive(Default)]
 pub struct Informers {
-    by_type: Mutex<HashMap<(TypeId, &'static str), Arc<dyn Any + Send + Sync>>>,
+    by_type: Mutex<ByType>,
     starters: Mutex<Vec<(Starter, Waiter)>>,
     waiters: Mutex<Vec<Waiter>>,
 }
