@@ -19,11 +19,16 @@ pub mod expectations;
 pub mod hash;
 pub mod informer;
 pub mod leader;
+pub mod nodelifecycle;
 pub mod pod_control;
+pub mod podgc;
 pub mod podutil;
 pub mod queue;
+pub mod rootca;
 pub mod scheduler;
 pub mod selector;
+pub mod serviceaccount;
+pub mod tainteviction;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -176,7 +181,13 @@ pub type StartFn = fn(&Arc<Context>, CancellationToken) -> BoxFuture<'static, ()
 
 /// Every controller, by upstream's name (for `--controllers`).
 pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
-    vec![]
+    vec![
+        ("serviceaccount", serviceaccount::start),
+        ("root-ca-cert-publisher", rootca::start),
+        ("nodelifecycle", nodelifecycle::start),
+        ("taint-eviction-controller", tainteviction::start),
+        ("podgc", podgc::start),
+    ]
 }
 
 /// Run the controller manager until `cancel`: take the leader lease (if configured), start every enabled
