@@ -4,11 +4,15 @@
 //! validates, applies upstream's metadata rules (server-owned fields, optimistic concurrency, no-op writes,
 //! finalizers, graceful deletion) and decides, under the storage's single writer, what is written.
 
+pub mod apps;
+pub mod batch;
 pub mod events;
 pub mod namespace;
 pub mod pod_strategy;
 pub mod resources;
 pub mod service;
+pub mod volume;
+pub mod workload;
 
 pub use api::{pod, validation};
 
@@ -510,6 +514,18 @@ impl Registry {
                 Ok(())
             }
             ("", "services") => service::prepare_create(self, obj),
+            ("apps", plural) if apps::handles(plural) => {
+                apps::prepare_create(plural, obj);
+                Ok(())
+            }
+            ("batch", plural) if batch::handles(plural) => {
+                batch::prepare_create(plural, obj);
+                Ok(())
+            }
+            (group, plural) if volume::handles(group, plural) => {
+                volume::prepare_create(group, plural, obj, &now_rfc3339());
+                Ok(())
+            }
             _ => {
                 if info.has_status
                     && let Some(o) = obj.as_object_mut()
@@ -536,6 +552,12 @@ impl Registry {
             ("", "pods") => errors.extend(pod_strategy::validate(obj, old, subresource)),
             ("", "configmaps") => errors.extend(validation::validate_configmap(obj)),
             ("", "secrets") => errors.extend(validation::validate_secret(obj)),
+            ("apps", plural) if apps::handles(plural) => {
+                errors.extend(apps::validate(plural, obj, old, subresource == Some("status")))
+            }
+            ("batch", plural) if batch::handles(plural) => {
+                errors.extend(batch::validate(plural, obj, old, subresource == Some("status")))
+            }
             _ => {}
         }
         errors
@@ -660,10 +682,22 @@ impl Registry {
                 .map_err(ApiError::bad_request)?,
             ("", "namespaces") => namespace::prepare_update(&mut new, &old.value, status_update),
             ("", "services") if !status_update => service::prepare_update(&mut new, &old.value),
+            ("apps", plural) if apps::handles(plural) => {
+                apps::prepare_update(plural, &mut new, &old.value, status_update)
+            }
+            ("batch", plural) if batch::handles(plural) => batch::prepare_update(plural, &mut new),
+            (group, plural) if volume::handles(group, plural) => {
+                volume::prepare_update(group, plural, &mut new, &old.value, status_update, &now_rfc3339())
+            }
             _ => {}
         }
         normalise(&mut new);
-        if info.tracks_generation && !status_update && new.get("spec") != old.value.get("spec") {
+        let spec_changed = match (info.group, info.plural) {
+            ("apps", plural) => apps::bumps_generation(plural, &new, &old.value),
+            ("batch", _) => batch::bumps_generation(&new, &old.value),
+            _ => new.get("spec") != old.value.get("spec"),
+        };
+        if info.tracks_generation && !status_update && spec_changed {
             let g = meta(&old.value)
                 .get("generation")
                 .and_then(Value::as_i64)
