@@ -15,10 +15,12 @@
 //! (before the informers start, so it sees the first list) and returns the future that runs its workers.
 
 pub mod controller_ref;
+pub mod discovery;
 pub mod expectations;
 pub mod hash;
 pub mod informer;
 pub mod leader;
+pub mod namespace;
 pub mod pod_control;
 pub mod podutil;
 pub mod queue;
@@ -176,7 +178,7 @@ pub type StartFn = fn(&Arc<Context>, CancellationToken) -> BoxFuture<'static, ()
 
 /// Every controller, by upstream's name (for `--controllers`).
 pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
-    vec![]
+    vec![("namespace", namespace::start)]
 }
 
 /// Run the controller manager until `cancel`: take the leader lease (if configured), start every enabled

@@ -52,7 +52,8 @@ mod tests {
     #[test]
     fn each_endpoint_changes_only_its_part() {
         let old = json!({"metadata": {"name": "n"}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Terminating"}});
-        let sent = json!({"metadata": {"name": "n"}, "spec": {"finalizers": []}, "status": {"phase": "Active"}});
+        let sent =
+            json!({"metadata": {"name": "n"}, "spec": {"finalizers": []}, "status": {"phase": "Active"}});
         let mut main = sent.clone();
         prepare_update(&mut main, &old, None);
         assert_eq!(main["spec"], old["spec"]);
