@@ -17,6 +17,7 @@
 pub mod controller_ref;
 pub mod discovery;
 pub mod expectations;
+pub mod garbage_collector;
 pub mod hash;
 pub mod informer;
 pub mod leader;
