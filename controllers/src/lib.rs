@@ -16,6 +16,8 @@
 
 pub mod controller_ref;
 pub mod discovery;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod expectations;
 pub mod garbage_collector;
 pub mod hash;

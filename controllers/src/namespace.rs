@@ -566,7 +566,8 @@ mod tests {
     fn pod_estimate_is_the_longest_grace_of_live_pods_less_time_passed() {
         let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let later = t0 + SignedDuration::from_secs(12);
-        let cases: &[(&[(&str, Option<i64>)], Timestamp, i64)] = &[
+        type Case<'a> = (&'a [(&'a str, Option<i64>)], Timestamp, i64);
+        let cases: &[Case] = &[
             (&[], t0, 0),
             (&[("Running", Some(30)), ("Pending", Some(10))], t0, 30),
             (&[("Running", Some(30))], later, 18),

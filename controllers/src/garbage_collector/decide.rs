@@ -242,7 +242,8 @@ mod tests {
         use Action::*;
         use OwnerState::*;
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let cases: Vec<(Vec<(OwnerReference, OwnerState)>, bool, bool, Vec<String>, Action)> = vec![
+        type Case = (Vec<(OwnerReference, OwnerState)>, bool, bool, Vec<String>, Action);
+        let cases: Vec<Case> = vec![
             (vec![], false, false, s(&[]), Nothing),
             (vec![(r("a"), Solid)], false, false, s(&[]), Nothing),
             // A solid owner keeps the item; dangling and waiting refs go.
