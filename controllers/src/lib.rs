@@ -24,11 +24,16 @@ pub mod hash;
 pub mod informer;
 pub mod leader;
 pub mod namespace;
+pub mod nodelifecycle;
 pub mod pod_control;
+pub mod podgc;
 pub mod podutil;
 pub mod queue;
+pub mod rootca;
 pub mod scheduler;
 pub mod selector;
+pub mod serviceaccount;
+pub mod tainteviction;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -181,7 +186,17 @@ pub type StartFn = fn(&Arc<Context>, CancellationToken) -> BoxFuture<'static, ()
 
 /// Every controller, by upstream's name (for `--controllers`).
 pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
-    vec![("namespace", namespace::start)]
+    vec![
+        ("serviceaccount", serviceaccount::start),
+        ("root-ca-cert-publisher", rootca::start),
+        ("nodelifecycle", nodelifecycle::start),
+        ("taint-eviction-controller", tainteviction::start),
+        ("podgc", podgc::start),
+        ("namespace", namespace::start),
+        ("garbagecollector", garbage_collector::start),
+        ("endpoint", endpoints::start),
+        ("endpointslice", endpointslice::start),
+    ]
 }
 
 /// Run the controller manager until `cancel`: take the leader lease (if configured), start every enabled
