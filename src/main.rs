@@ -52,6 +52,10 @@ struct ServeArgs {
     /// Do not merge a `kubeling` context into the user's kubeconfig ($KUBECONFIG or ~/.kube/config).
     #[arg(long)]
     no_kubeconfig_merge: bool,
+    /// Admission plugins to switch off, as kube-apiserver's flag: `ServiceAccount` (which needs the
+    /// controller manager's `default` ServiceAccounts) is the one that can be.
+    #[arg(long, value_delimiter = ',')]
+    disable_admission_plugins: Vec<String>,
 }
 
 #[derive(Args, Clone)]
@@ -368,6 +372,10 @@ async fn serve(
         bind: args.bind,
         port: args.port,
         hub: Default::default(),
+        service_account_admission: !args
+            .disable_admission_plugins
+            .iter()
+            .any(|p| p == "ServiceAccount"),
     };
     let server = apiserver::ApiServer::start(config)
         .await

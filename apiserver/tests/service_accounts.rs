@@ -404,3 +404,92 @@ async fn admission_adds_the_token_volume_and_honours_opt_outs() {
         "{message}"
     );
 }
+
+/// `kubectl create token` (protobuf TokenRequest) and `kubectl auth whoami` with the token, when kubectl
+/// is installed (the end-to-end kubectl suite lives in the workspace's `tests/`).
+#[tokio::test]
+async fn kubectl_create_token_then_whoami_with_it() {
+    if std::process::Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
+        eprintln!("kubectl not found; skipped");
+        return;
+    }
+    let srv = TestServer::start().await;
+    let sas: Api<ServiceAccount> = Api::default_namespaced(srv.client());
+    sas.create(&PostParams::default(), &service_account("robot"))
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(srv.client());
+    pods.create(
+        &PostParams::default(),
+        &pod("p", json!({"serviceAccountName": "robot"})),
+    )
+    .await
+    .unwrap();
+    let server = srv.server.as_ref().unwrap();
+    let kubeconfig = srv.dir.path().join("kubeconfig");
+    let ca = base64::engine::general_purpose::STANDARD.encode(&server.tls.ca_pem);
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:{}\n    \
+             certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: {}\ncontexts:\n- name: k\n  \
+             context: {{cluster: k, user: u, namespace: default}}\ncurrent-context: k\n",
+            srv.port, server.tls.token
+        ),
+    )
+    .unwrap();
+    let kubectl = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let kubeconfig = kubeconfig.clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                std::process::Command::new("kubectl")
+                    .arg("--kubeconfig")
+                    .arg(&kubeconfig)
+                    .args(&args)
+                    .output()
+                    .unwrap()
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let out = kubectl(&[
+        "create",
+        "token",
+        "robot",
+        "--duration",
+        "10m",
+        "--bound-object-kind",
+        "Pod",
+        "--bound-object-name",
+        "p",
+    ])
+    .await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let c = claims(&token);
+    assert_eq!(c["exp"].as_i64().unwrap() - c["iat"].as_i64().unwrap(), 600);
+    assert_eq!(c["kubernetes.io"]["pod"]["name"], "p");
+    let out = kubectl(&["auth", "whoami", "--token", &token, "-o", "json"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let review: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        review["status"]["userInfo"]["username"],
+        "system:serviceaccount:default:robot"
+    );
+    let out = kubectl(&["create", "token", "robot", "--duration", "5m"]).await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("may not specify a duration less than 10 minutes"),
+        "{stderr}"
+    );
+    let out = kubectl(&["api-resources", "--api-group=", "-o", "name"]).await;
+    assert!(String::from_utf8_lossy(&out.stdout).contains("serviceaccounts"));
+}

@@ -107,6 +107,12 @@ fn start_cmd(data_dir: &Path, subcommand: &str) -> anyhow::Result<Server> {
     let mut child = Command::new(std::env::current_exe()?)
         .args([subcommand, "--port", "0", "--no-kubeconfig-merge", "--data-dir"])
         .arg(data_dir)
+        // The API server alone has no controller manager to make `default` ServiceAccounts.
+        .args(if subcommand == "apiserver" {
+            &["--disable-admission-plugins=ServiceAccount"][..]
+        } else {
+            &[]
+        })
         .env("KUBELING_LOG", "warn")
         .stdout(Stdio::piped())
         .spawn()
