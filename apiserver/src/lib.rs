@@ -171,7 +171,6 @@ impl ApiServer {
                 tracing::error!(error = %e, "the HTTPS server stopped");
             }
         }));
-        tasks.push(registry::namespace::spawn_controller(registry, cancel.clone()));
         Ok(ApiServer {
             addr,
             tls,

@@ -221,7 +221,18 @@ where
                 }
                 Some(Ok(Event::Apply(obj))) => self.apply(obj),
                 Some(Ok(Event::Delete(obj))) => self.remove(&key_of(&obj)),
-                Some(Err(e)) => tracing::debug!(kind = %K::kind(&()), error = %e, "watch failed; retrying"),
+                Some(Err(e)) => {
+                    // A kind this server does not serve counts as listed (empty), so one missing kind does
+                    // not hold every controller's workers back; the list is retried all the same.
+                    if let watcher::Error::InitialListFailed(kube::Error::Api(s)) = &e
+                        && s.code == 404
+                        && !self.has_synced()
+                    {
+                        tracing::warn!(kind = %K::kind(&()), "the API server does not serve this kind");
+                        self.synced.send_replace(true);
+                    }
+                    tracing::debug!(kind = %K::kind(&()), error = %e, "watch failed; retrying")
+                }
                 None => return,
             }
         }

@@ -15,10 +15,15 @@
 //! (before the informers start, so it sees the first list) and returns the future that runs its workers.
 
 pub mod controller_ref;
+pub mod discovery;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod expectations;
+pub mod garbage_collector;
 pub mod hash;
 pub mod informer;
 pub mod leader;
+pub mod namespace;
 pub mod nodelifecycle;
 pub mod pod_control;
 pub mod podgc;
@@ -187,6 +192,10 @@ pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
         ("nodelifecycle", nodelifecycle::start),
         ("taint-eviction-controller", tainteviction::start),
         ("podgc", podgc::start),
+        ("namespace", namespace::start),
+        ("garbagecollector", garbage_collector::start),
+        ("endpoint", endpoints::start),
+        ("endpointslice", endpointslice::start),
     ]
 }
 

@@ -33,7 +33,11 @@ use request::{Format, ResourceRequest, Route};
 
 /// Subresources that take and return the whole object and change a part of it (`status`; the pod's
 /// `ephemeralcontainers`): the registry's strategy decides which part.
-const OBJECT_SUBRESOURCES: &[&str] = &["status", crate::registry::pod_strategy::EPHEMERAL_CONTAINERS];
+const OBJECT_SUBRESOURCES: &[&str] = &[
+    "status",
+    crate::registry::pod_strategy::EPHEMERAL_CONTAINERS,
+    crate::registry::namespace::FINALIZE,
+];
 
 /// Upstream's limit on a request body (`MaxRequestBodyBytes`, 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;

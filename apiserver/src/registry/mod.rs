@@ -245,7 +245,6 @@ pub struct Registry {
     storage: Storage,
     /// Serialises service IP allocation (scan + create).
     allocator: Arc<tokio::sync::Mutex<()>>,
-    namespace_gc: Arc<tokio::sync::Notify>,
     /// Run the ServiceAccount admission on pod creation ([`serviceaccount_admission`]).
     service_account_admission: bool,
 }
@@ -256,7 +255,6 @@ impl Registry {
         Registry {
             storage,
             allocator: Arc::new(tokio::sync::Mutex::new(())),
-            namespace_gc: Arc::new(tokio::sync::Notify::new()),
             service_account_admission: false,
         }
     }
@@ -701,7 +699,7 @@ impl Registry {
         match (info.group, info.plural) {
             ("", "pods") => pod_strategy::prepare_update(&mut new, &old.value, subresource)
                 .map_err(ApiError::bad_request)?,
-            ("", "namespaces") => namespace::prepare_update(&mut new, &old.value, status_update),
+            ("", "namespaces") => namespace::prepare_update(&mut new, &old.value, subresource),
             ("", "services") if !status_update => service::prepare_update(&mut new, &old.value),
             ("apps", plural) if apps::handles(plural) => {
                 apps::prepare_update(plural, &mut new, &old.value, status_update)
@@ -743,6 +741,7 @@ impl Registry {
         let m = meta(&new);
         if m.contains_key("deletionTimestamp")
             && !has_finalizers(&new)
+            && (info.plural != "namespaces" || !info.group.is_empty() || namespace::finalized(&new))
             && m.get("deletionGracePeriodSeconds")
                 .and_then(Value::as_i64)
                 .unwrap_or(0)
@@ -977,9 +976,6 @@ impl Registry {
             .storage
             .write(&key, |current| self.decide_delete(info, name, current, opts))
             .await?;
-        if info.plural == "namespaces" && info.group.is_empty() {
-            self.namespace_gc.notify_one();
-        }
         Ok(Written {
             object: view(info, &written.object),
             event: written.event,
@@ -1166,11 +1162,6 @@ impl Registry {
             })
             .await?;
         Ok(())
-    }
-
-    /// Wakes the namespace controller.
-    pub fn namespace_gc(&self) -> &Arc<tokio::sync::Notify> {
-        &self.namespace_gc
     }
 }
 

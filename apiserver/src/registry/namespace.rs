@@ -1,168 +1,73 @@
-//! Namespaces: the strategy (`pkg/registry/core/namespace`) and the namespace controller that empties a
-//! deleted namespace, then removes it.
+//! Namespaces: the strategy (`pkg/registry/core/namespace`). A DELETE marks a namespace (deletionTimestamp,
+//! phase Terminating); the namespace controller of the controller manager empties it and then removes the
+//! `kubernetes` finalizer from `spec.finalizers` through the `finalize` subresource. The namespace is
+//! removed once `spec.finalizers` and `metadata.finalizers` are both empty. Without a controller manager a
+//! deleted namespace stays Terminating, as with kube-apiserver alone.
 
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
-use super::{DeleteOptions, Registry, Selection, resources};
-use crate::storage::{Decision, WatchFrom};
-use crate::watch::Next;
+/// upstream `v1.FinalizerKubernetes`: the namespace controller's token in `spec.finalizers`.
+pub const FINALIZER_KUBERNETES: &str = "kubernetes";
+
+/// The `finalize` subresource: the only way to change `spec.finalizers`.
+pub const FINALIZE: &str = "finalize";
 
 /// Create: phase Active and the `kubernetes` finalizer in spec, as upstream.
 pub fn prepare_create(obj: &mut Value) {
-    obj["spec"] = json!({"finalizers": ["kubernetes"]});
+    obj["spec"] = json!({"finalizers": [FINALIZER_KUBERNETES]});
     obj["status"] = json!({"phase": "Active"});
 }
 
-/// Update: the main resource keeps spec.finalizers and status (only `finalize`/`status` change them).
-pub fn prepare_update(new: &mut Value, old: &Value, status_update: bool) {
-    if !status_update {
-        match old.get("spec") {
-            Some(s) => new["spec"] = s.clone(),
-            None => {
-                new.as_object_mut().map(|o| o.remove("spec"));
-            }
+/// Update: the main resource keeps spec.finalizers and status, `status` keeps spec, `finalize` keeps
+/// status (upstream `namespaceStrategy`, `namespaceStatusStrategy`, `namespaceFinalizeStrategy`).
+pub fn prepare_update(new: &mut Value, old: &Value, subresource: Option<&str>) {
+    let keep_from_old = |new: &mut Value, field: &str| match old.get(field) {
+        Some(s) => new[field] = s.clone(),
+        None => {
+            new.as_object_mut().map(|o| o.remove(field));
+        }
+    };
+    match subresource {
+        Some(FINALIZE) => keep_from_old(new, "status"),
+        Some(_) => keep_from_old(new, "spec"),
+        None => {
+            keep_from_old(new, "spec");
+            keep_from_old(new, "status");
         }
     }
 }
 
-/// Start the controller: it subscribes before this returns (so a server that has started has its controller
-/// watching), then runs until `cancel`. Whenever something changes, every namespace being deleted has its
-/// objects deleted and, once it is empty, is removed itself.
-pub fn spawn_controller(registry: Registry, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
-    let first = subscribe(&registry, NAMESPACES_ONLY);
-    tokio::spawn(run_controller(registry, first, cancel))
+/// True when nothing in `spec.finalizers` holds the namespace (upstream `ShouldDeleteNamespaceDuringUpdate`
+/// adds this to the generic rule: a deleted namespace goes once both finalizer lists are empty).
+pub fn finalized(obj: &Value) -> bool {
+    obj.pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .is_none_or(|f| f.is_empty())
 }
 
-/// Storage key prefix of namespaces: all the controller watches while no namespace is terminating.
-const NAMESPACES_ONLY: &str = "core/namespaces/";
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn subscribe(registry: &Registry, prefix: &str) -> Option<(String, crate::storage::WatchStart)> {
-    registry
-        .storage()
-        .watch(prefix, WatchFrom::After(registry.storage().revision()))
-        .ok()
-        .map(|w| (prefix.to_string(), w))
-}
-
-async fn run_controller(
-    registry: Registry,
-    mut next_watch: Option<(String, crate::storage::WatchStart)>,
-    cancel: CancellationToken,
-) {
-    let ns_info = resources::find("", "v1", "namespaces").expect("namespaces are served");
-    let mut want = NAMESPACES_ONLY;
-    loop {
-        let Some((prefix, mut watch)) = next_watch.take().or_else(|| subscribe(&registry, want)) else {
-            // Only possible if the revision moved between reading it and subscribing: try again.
-            tokio::task::yield_now().await;
-            continue;
-        };
-        // While a namespace is terminating, watch everything: a change anywhere may be the last object of
-        // that namespace leaving. Otherwise namespaces alone, so ordinary writes do not wake us.
-        want = if sweep(&registry, ns_info).await {
-            ""
-        } else {
-            NAMESPACES_ONLY
-        };
-        if want != prefix {
-            continue;
-        }
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = registry.namespace_gc().notified() => {}
-                next = watch.subscription.next() => match next {
-                    Next::Event(_) => {}
-                    Next::Overflowed => break,
-                    Next::Closed => return,
-                },
-            }
-            want = if sweep(&registry, ns_info).await {
-                ""
-            } else {
-                NAMESPACES_ONLY
-            };
-            if want != prefix {
-                break;
-            }
-        }
+    #[test]
+    fn each_endpoint_changes_only_its_part() {
+        let old = json!({"metadata": {"name": "n"}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Terminating"}});
+        let sent =
+            json!({"metadata": {"name": "n"}, "spec": {"finalizers": []}, "status": {"phase": "Active"}});
+        let mut main = sent.clone();
+        prepare_update(&mut main, &old, None);
+        assert_eq!(main["spec"], old["spec"]);
+        assert_eq!(main["status"], old["status"]);
+        let mut status = sent.clone();
+        prepare_update(&mut status, &old, Some("status"));
+        assert_eq!(status["spec"], old["spec"]);
+        assert_eq!(status["status"]["phase"], "Active");
+        let mut finalize = sent.clone();
+        prepare_update(&mut finalize, &old, Some(FINALIZE));
+        assert_eq!(finalize["spec"]["finalizers"], json!([]));
+        assert_eq!(finalize["status"], old["status"]);
+        assert!(finalized(&finalize));
+        assert!(!finalized(&old));
+        assert!(finalized(&json!({"spec": {}})));
     }
-}
-
-/// Delete the contents of terminating namespaces, and the emptied ones; true if one is still terminating.
-async fn sweep(registry: &Registry, ns_info: &'static resources::ResourceInfo) -> bool {
-    let mut terminating_left = false;
-    let terminating = registry.list(ns_info, None, &Selection::default(), None, None);
-    for ns in terminating.items {
-        if ns.value.pointer("/metadata/deletionTimestamp").is_none() {
-            continue;
-        }
-        let name = ns
-            .value
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let mut remaining = 0;
-        for info in resources::RESOURCES.iter().filter(|r| r.namespaced) {
-            let listed = registry.list(info, Some(&name), &Selection::default(), None, None);
-            for obj in listed.items {
-                remaining += 1;
-                if obj.value.pointer("/metadata/deletionTimestamp").is_some() {
-                    continue;
-                }
-                let obj_name = obj
-                    .value
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                if let Err(e) = registry
-                    .delete(info, Some(&name), obj_name, &DeleteOptions::default())
-                    .await
-                    && e.code != 404
-                {
-                    tracing::warn!(namespace = %name, object = %obj_name, error = %e, "namespace cleanup");
-                }
-            }
-        }
-        if remaining > 0 {
-            // Deleting them produces events, which run this sweep again.
-            terminating_left = true;
-            continue;
-        }
-        let key = ns_info.key(None, &name);
-        let result = registry
-            .storage()
-            .write::<crate::error::ApiError>(&key, |current| {
-                let Some(cur) = current else {
-                    return Ok(Decision::Keep);
-                };
-                if cur.value.pointer("/metadata/deletionTimestamp").is_none() {
-                    return Ok(Decision::Keep);
-                }
-                let finalizers = cur
-                    .value
-                    .pointer("/metadata/finalizers")
-                    .and_then(Value::as_array);
-                if finalizers.is_some_and(|f| !f.is_empty()) {
-                    // Other finalizers: drop ours (spec.finalizers) and leave the rest to their owners.
-                    let mut v = cur.value.clone();
-                    if v.pointer("/spec/finalizers")
-                        .and_then(Value::as_array)
-                        .is_some_and(|f| f.is_empty())
-                    {
-                        return Ok(Decision::Keep);
-                    }
-                    v["spec"] = json!({});
-                    return Ok(Decision::Put(v));
-                }
-                Ok(Decision::Delete)
-            })
-            .await;
-        if let Err(e) = result {
-            tracing::warn!(namespace = %name, error = %e, "removing a deleted namespace");
-        }
-    }
-    terminating_left
 }

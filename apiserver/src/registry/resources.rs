@@ -233,7 +233,15 @@ pub static RESOURCES: &[ResourceInfo] = &[
         namespaced: false,
         short_names: &["ns"],
         categories: &[],
-        subresources: &[status("Namespace")],
+        subresources: &[
+            status("Namespace"),
+            Subresource {
+                name: "finalize",
+                kind: "Namespace",
+                verbs: &["update"],
+                group_version: None,
+            },
+        ],
         has_status: true,
         tracks_generation: false,
         name_rule: NameRule::Label,

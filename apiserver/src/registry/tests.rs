@@ -481,44 +481,78 @@ async fn services_get_a_cluster_ip_and_the_kubernetes_service_exists() {
 }
 
 #[tokio::test]
-async fn deleting_a_namespace_deletes_its_objects_then_itself() {
+async fn a_deleted_namespace_stays_terminating_until_finalized_then_goes() {
     let r = registry().await;
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}});
     r.create(info("namespaces"), None, ns, &opts()).await.unwrap();
     r.create(info("configmaps"), Some("team"), cm("a"), &opts())
         .await
         .unwrap();
-    r.create(info("pods"), Some("team"), pod("p"), &opts())
-        .await
-        .unwrap();
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let ctl = namespace::spawn_controller(r.clone(), cancel.clone());
-    let mut w = r
-        .watch(info("namespaces"), None, WatchFrom::After(r.storage().revision()))
-        .unwrap();
     let marked = r
         .delete(info("namespaces"), None, "team", &DeleteOptions::default())
         .await
         .unwrap();
     assert_eq!(marked.object.value["status"]["phase"], "Terminating");
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let next = tokio::time::timeout_at(deadline, w.subscription.next())
-            .await
-            .expect("namespace never went away");
-        if let crate::watch::Next::Event(e) = next
-            && e.kind == crate::watch::EventType::Deleted
-        {
-            break;
-        }
-    }
-    assert_eq!(
-        r.get(info("configmaps"), Some("team"), "a").unwrap_err().code,
-        404
-    );
-    assert_eq!(r.get(info("pods"), Some("team"), "p").unwrap_err().code, 404);
-    cancel.cancel();
-    ctl.await.unwrap();
+    // No controller in the API server: the namespace and its content stay (kube-apiserver alone).
+    let got = r.get(info("namespaces"), None, "team").unwrap();
+    assert_eq!(got.value["spec"]["finalizers"], json!(["kubernetes"]));
+    r.get(info("configmaps"), Some("team"), "a").unwrap();
+    let e = r
+        .create(info("configmaps"), Some("team"), cm("b"), &opts())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 403);
+    // A main-resource update cannot drop spec.finalizers, and does not complete the deletion.
+    let mut body = got.value.clone();
+    body["spec"]["finalizers"] = json!([]);
+    body["metadata"]["labels"] = json!({"x": "y"});
+    let updated = r
+        .update(info("namespaces"), None, "team", None, body.clone(), &opts())
+        .await
+        .unwrap();
+    assert_eq!(updated.value["spec"]["finalizers"], json!(["kubernetes"]));
+    // Status conditions go through `status` and leave spec alone.
+    let mut status = updated.value.clone();
+    status["status"]["conditions"] = json!([{"type": "NamespaceContentRemaining", "status": "True"}]);
+    status["spec"]["finalizers"] = json!([]);
+    let updated = r
+        .update(info("namespaces"), None, "team", Some("status"), status, &opts())
+        .await
+        .unwrap();
+    assert_eq!(updated.value["spec"]["finalizers"], json!(["kubernetes"]));
+    assert_eq!(updated.value["status"]["phase"], "Terminating");
+    // `finalize` empties spec.finalizers: with no metadata finalizers the namespace is removed.
+    let mut fin = updated.value.clone();
+    fin["spec"]["finalizers"] = json!([]);
+    fin["status"] = json!({"phase": "Active"});
+    r.update(info("namespaces"), None, "team", Some("finalize"), fin, &opts())
+        .await
+        .unwrap();
+    assert_eq!(r.get(info("namespaces"), None, "team").unwrap_err().code, 404);
+}
+
+#[tokio::test]
+async fn a_finalized_namespace_with_metadata_finalizers_waits_for_them() {
+    let r = registry().await;
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
+    r.create(info("namespaces"), None, ns, &opts()).await.unwrap();
+    r.delete(info("namespaces"), None, "held", &DeleteOptions::default())
+        .await
+        .unwrap();
+    let mut fin = r.get(info("namespaces"), None, "held").unwrap().value.clone();
+    fin["spec"]["finalizers"] = json!([]);
+    let after = r
+        .update(info("namespaces"), None, "held", Some("finalize"), fin, &opts())
+        .await
+        .unwrap();
+    assert_eq!(after.value["spec"]["finalizers"], json!([]));
+    assert_eq!(after.value["status"]["phase"], "Terminating");
+    let mut body = after.value.clone();
+    body["metadata"]["finalizers"] = json!([]);
+    r.update(info("namespaces"), None, "held", None, body, &opts())
+        .await
+        .unwrap();
+    assert_eq!(r.get(info("namespaces"), None, "held").unwrap_err().code, 404);
 }
 
 #[tokio::test]
