@@ -18,6 +18,7 @@ pub mod controller_ref;
 pub mod expectations;
 pub mod hash;
 pub mod informer;
+pub mod job;
 pub mod leader;
 pub mod pod_control;
 pub mod podutil;
@@ -176,7 +177,7 @@ pub type StartFn = fn(&Arc<Context>, CancellationToken) -> BoxFuture<'static, ()
 
 /// Every controller, by upstream's name (for `--controllers`).
 pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
-    vec![]
+    vec![("job", job::start)]
 }
 
 /// Run the controller manager until `cancel`: take the leader lease (if configured), start every enabled
