@@ -15,6 +15,7 @@
 //! (before the informers start, so it sees the first list) and returns the future that runs its workers.
 
 pub mod controller_ref;
+pub mod cronjob;
 pub mod expectations;
 pub mod hash;
 pub mod informer;
@@ -25,6 +26,7 @@ pub mod podutil;
 pub mod queue;
 pub mod scheduler;
 pub mod selector;
+pub mod ttl_after_finished;
 
 use std::path::PathBuf;
 use std::sync::Arc;
