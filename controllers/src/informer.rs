@@ -221,7 +221,14 @@ where
                 }
                 Some(Ok(Event::Apply(obj))) => self.apply(obj),
                 Some(Ok(Event::Delete(obj))) => self.remove(&key_of(&obj)),
-                Some(Err(e)) => tracing::debug!(kind = %K::kind(&()), error = %e, "watch failed; retrying"),
+                Some(Err(e)) => {
+                    if matches!(&e, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404) {
+                        // The server does not serve this kind (yet): count it as an empty list, so the
+                        // workers of every controller (they wait for all informers) are not held up.
+                        self.synced.send_replace(true);
+                    }
+                    tracing::debug!(kind = %K::kind(&()), error = %e, "watch failed; retrying")
+                }
                 None => return,
             }
         }
