@@ -151,6 +151,15 @@ fn default_pod_admission(pod: &mut Pod) {
         .get_or_insert_with(|| "PreemptLowerPriority".into());
 }
 
+/// The defaults of a pod template's spec (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob):
+/// `SetDefaults_PodSpec` and the container, probe and volume defaults below it, as upstream applies them
+/// to any PodSpec it decodes. Not `SetDefaults_Pod` (requests from limits, `enableServiceLinks`, host
+/// network ports) and no admission plugin: those act on pods only, so stored templates lack them, as on a
+/// real cluster. Idempotent.
+pub fn default_pod_template_spec(spec: &mut PodSpec) {
+    default_pod_spec(spec);
+}
+
 /// `SetDefaults_PodSpec` and everything it contains.
 fn default_pod_spec(spec: &mut PodSpec) {
     set_if_empty(&mut spec.dns_policy, "ClusterFirst");
@@ -772,6 +781,41 @@ fn validate_image_for_pod(errs: &mut Errs, p: &str, c: &Container) {
             "must not have leading or trailing whitespace",
         ));
     }
+}
+
+/// upstream `ValidatePodTemplateSpec` for the template at `prefix` (`spec.template`,
+/// `spec.jobTemplate.spec.template`): labels, annotations and the pod spec, with every field path under
+/// `prefix`. The checks only pods get (image whitespace, projected tokens without a service account) are
+/// left out, as upstream leaves them out of templates.
+pub fn validate_pod_template_spec(
+    labels: Option<&BTreeMap<String, String>>,
+    annotations: Option<&BTreeMap<String, String>>,
+    spec: &PodSpec,
+    prefix: &str,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Some(l) = labels {
+        errs.extend(validate_labels(l, &format!("{prefix}.metadata.labels")));
+    }
+    if let Some(a) = annotations {
+        errs.extend(crate::validation::validate_annotations(
+            a,
+            &format!("{prefix}.metadata.annotations"),
+        ));
+    }
+    // validate_pod_spec reports paths from `spec.`; a template's spec sits under the prefix.
+    let from = "spec";
+    let to = format!("{prefix}.spec");
+    for mut e in validate_pod_spec(spec, "") {
+        if let Some(rest) = e.field.strip_prefix(from) {
+            e.field = format!("{to}{rest}");
+        }
+        if let Some(rest) = e.message.strip_prefix(from) {
+            e.message = format!("{to}{rest}");
+        }
+        errs.push(e);
+    }
+    errs
 }
 
 /// upstream `ValidatePodSpec`, in upstream's order.
