@@ -263,10 +263,19 @@ fn ttl_deletes_the_finished_job(c: &Cluster) {
     n.apply(&job("ttl", "  ttlSecondsAfterFinished: 5\n", "        command: [sh, -c, \"true\"]\n"));
     n.wait_for("complete", "ttl", WAIT);
     let finished = Instant::now();
+    // The TTL controller deletes with propagationPolicy Foreground: the Job gets a deletionTimestamp and the
+    // `foregroundDeletion` finalizer at once, and is gone when the garbage collector has removed its pods.
     common::eventually(Duration::from_secs(30), "the Job to be deleted after its TTL", || {
-        let out = c.kubectl(&n.args(&["get", "job", "ttl"]));
+        let out = c.kubectl(&n.args(&["get", "job", "ttl", "-o", "json"]));
         let err = String::from_utf8_lossy(&out.stderr).to_string();
-        (!out.status.success() && err.contains(r#"jobs.batch "ttl" not found"#)).then_some(())
+        if !out.status.success() {
+            return err.contains(r#"jobs.batch "ttl" not found"#).then_some(());
+        }
+        let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let foreground = j["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == "foregroundDeletion"));
+        (j["metadata"]["deletionTimestamp"].is_string() && foreground).then_some(())
     });
     assert!(
         finished.elapsed() >= Duration::from_secs(3),

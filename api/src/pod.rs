@@ -100,9 +100,10 @@ fn default_pod_admission(pod: &mut Pod) {
     let spec = pod.spec.get_or_insert_with(Default::default);
 
     // ServiceAccount admission: every pod runs as a service account, "default" unless named. The v1
-    // conversion keeps the deprecated `serviceAccount` equal to `serviceAccountName`. Deliberately not
-    // done: the projected `kube-api-access-*` token volume and its mounts, because kubeling has no token
-    // controller to issue the tokens they would carry. Mirror pods are skipped, as upstream.
+    // conversion keeps the deprecated `serviceAccount` equal to `serviceAccountName`. The rest of that
+    // plugin (the ServiceAccount must exist, the `kube-api-access-*` token volume) needs the API server's
+    // objects and lives there (`apiserver::registry::serviceaccount_admission`). Mirror pods are
+    // skipped, as upstream.
     if !is_mirror {
         if spec.service_account_name.as_deref().unwrap_or("").is_empty() {
             let deprecated = spec.service_account.clone().filter(|s| !s.is_empty());

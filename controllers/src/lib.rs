@@ -21,11 +21,16 @@ pub mod hash;
 pub mod informer;
 pub mod job;
 pub mod leader;
+pub mod nodelifecycle;
 pub mod pod_control;
+pub mod podgc;
 pub mod podutil;
 pub mod queue;
+pub mod rootca;
 pub mod scheduler;
 pub mod selector;
+pub mod serviceaccount;
+pub mod tainteviction;
 pub mod ttl_after_finished;
 
 use std::path::PathBuf;
@@ -179,7 +184,16 @@ pub type StartFn = fn(&Arc<Context>, CancellationToken) -> BoxFuture<'static, ()
 
 /// Every controller, by upstream's name (for `--controllers`).
 pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
-    vec![("job", job::start)]
+    vec![
+        ("serviceaccount", serviceaccount::start),
+        ("root-ca-cert-publisher", rootca::start),
+        ("nodelifecycle", nodelifecycle::start),
+        ("taint-eviction-controller", tainteviction::start),
+        ("podgc", podgc::start),
+        ("job", job::start),
+        ("cronjob", cronjob::start),
+        ("ttl-after-finished", ttl_after_finished::start),
+    ]
 }
 
 /// Run the controller manager until `cancel`: take the leader lease (if configured), start every enabled

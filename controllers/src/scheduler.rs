@@ -115,7 +115,8 @@ fn selector_fits(pod: &Pod, node: &Node) -> bool {
     selector_ok && affinity_ok
 }
 
-fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
+/// Whether any of `tolerations` tolerates `taint` (`v1helper.TolerationsTolerateTaint`).
+pub fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
     tolerations.iter().any(|t| {
         let effect_ok = t
             .effect

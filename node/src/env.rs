@@ -28,6 +28,12 @@ pub trait ObjectLookup {
     fn config_map(&self, namespace: &str, name: &str) -> Option<&ConfigMap>;
     /// The Secret `namespace/name`.
     fn secret(&self, namespace: &str, name: &str) -> Option<&Secret>;
+    /// The token of the pod's `serviceAccountToken` projection with this audience (empty: the API
+    /// server's) and expirationSeconds, or why it could not be had; `None` when nobody asked for it.
+    fn service_account_token(&self, audience: &str, expiration_seconds: i64) -> Option<Result<&str, &str>> {
+        let _ = (audience, expiration_seconds);
+        None
+    }
 }
 
 /// A plain in-memory [`ObjectLookup`]: the worker fills it with the objects [`references`] names.
@@ -35,6 +41,8 @@ pub trait ObjectLookup {
 pub struct Objects {
     config_maps: BTreeMap<(String, String), ConfigMap>,
     secrets: BTreeMap<(String, String), Secret>,
+    /// Tokens of the pod's projections by (audience, expirationSeconds) (the token manager's).
+    tokens: BTreeMap<(String, i64), Result<String, String>>,
 }
 
 impl Objects {
@@ -53,6 +61,12 @@ impl Objects {
     pub fn insert_secret(&mut self, secret: Secret) {
         let key = object_key(&secret.metadata);
         self.secrets.insert(key, secret);
+    }
+
+    /// Adds the token (or the error) of a `serviceAccountToken` projection.
+    pub fn insert_token(&mut self, audience: &str, expiration_seconds: i64, token: Result<String, String>) {
+        self.tokens
+            .insert((audience.to_owned(), expiration_seconds), token);
     }
 
     /// Builder form of [`Objects::insert_config_map`].
@@ -82,6 +96,12 @@ impl ObjectLookup for Objects {
 
     fn secret(&self, namespace: &str, name: &str) -> Option<&Secret> {
         self.secrets.get(&(namespace.to_owned(), name.to_owned()))
+    }
+
+    fn service_account_token(&self, audience: &str, expiration_seconds: i64) -> Option<Result<&str, &str>> {
+        self.tokens
+            .get(&(audience.to_owned(), expiration_seconds))
+            .map(|r| r.as_deref().map_err(String::as_str))
     }
 }
 

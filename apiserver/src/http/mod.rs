@@ -28,6 +28,7 @@ use crate::registry::{DeleteOptions, PatchType, Registry, ResourceInfo, Selectio
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::storage::Stored;
 use crate::table::{self, IncludeObject, Printer};
+use crate::user::UserInfo;
 use request::{Format, ResourceRequest, Route};
 
 /// Subresources that take and return the whole object and change a part of it (`status`; the pod's
@@ -50,6 +51,8 @@ pub struct ServerState {
     /// The bearer token sent to node agents for `pods/log`, `exec` and `attach`; without one they are not
     /// proxied.
     pub node_token: Option<String>,
+    /// Issues (TokenRequest) and accepts service account tokens.
+    pub tokens: Arc<crate::serviceaccount::Tokens>,
 }
 
 /// The API server's router.
@@ -64,17 +67,27 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn authenticate(State(st): State<Arc<ServerState>>, req: Request, next: Next) -> Response {
-    let ok = req
+/// Bearer tokens: the admin token, or a service account token of ours; anything else is 401. The user
+/// rides in the request's extensions. Every authenticated user may do everything (no authorization
+/// yet: RBAC is a later step).
+async fn authenticate(State(st): State<Arc<ServerState>>, mut req: Request, next: Next) -> Response {
+    let token = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|h| h.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "))
-        .is_some_and(|t| constant_time_eq(t.trim().as_bytes(), st.token.as_bytes()));
-    if ok {
-        next.run(req).await
-    } else {
-        error_response(&ApiError::unauthorized())
+        .map(str::trim);
+    let user = match token {
+        Some(t) if constant_time_eq(t.as_bytes(), st.token.as_bytes()) => Some(UserInfo::admin()),
+        Some(t) => st.tokens.authenticate(&st.registry, t),
+        None => None,
+    };
+    match user {
+        Some(user) => {
+            req.extensions_mut().insert(user);
+            next.run(req).await
+        }
+        None => error_response(&ApiError::unauthorized()),
     }
 }
 
@@ -238,8 +251,13 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
             if parts.method != Method::POST {
                 return error_response(&ApiError::method_not_allowed());
             }
+            let user = parts
+                .extensions
+                .get::<UserInfo>()
+                .cloned()
+                .unwrap_or_else(UserInfo::admin);
             let result = match read_body(body).await {
-                Ok(bytes) => decode_object(&parts.headers, &bytes).and_then(|v| reviews::answer(r, v)),
+                Ok(bytes) => decode_object(&parts.headers, &bytes).and_then(|v| reviews::answer(r, v, &user)),
                 Err(e) => Err(e),
             };
             match result {
@@ -547,6 +565,13 @@ async fn resource(
                         )
                         .await?;
                     Ok(json_value(StatusCode::OK, &scale))
+                }
+                ("token", Method::POST) => {
+                    let obj = decode_object(headers, &body)?;
+                    let out = st
+                        .tokens
+                        .create_token(&st.registry, ns.unwrap_or("default"), name, &obj)?;
+                    Ok(json_value(StatusCode::CREATED, &out))
                 }
                 ("binding", Method::POST) => {
                     let obj = decode_object(headers, &body)?;

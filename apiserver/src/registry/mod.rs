@@ -12,6 +12,7 @@ pub mod namespace;
 pub mod pod_strategy;
 pub mod resources;
 pub mod service;
+pub mod serviceaccount_admission;
 pub mod volume;
 pub mod workload;
 
@@ -245,6 +246,8 @@ pub struct Registry {
     /// Serialises service IP allocation (scan + create).
     allocator: Arc<tokio::sync::Mutex<()>>,
     namespace_gc: Arc<tokio::sync::Notify>,
+    /// Run the ServiceAccount admission on pod creation ([`serviceaccount_admission`]).
+    service_account_admission: bool,
 }
 
 impl Registry {
@@ -254,7 +257,15 @@ impl Registry {
             storage,
             allocator: Arc::new(tokio::sync::Mutex::new(())),
             namespace_gc: Arc::new(tokio::sync::Notify::new()),
+            service_account_admission: false,
         }
+    }
+
+    /// Switch the ServiceAccount admission on pod creation on or off (off by default: a registry without
+    /// a controller manager has no `default` ServiceAccounts).
+    pub fn with_service_account_admission(mut self, on: bool) -> Registry {
+        self.service_account_admission = on;
+        self
     }
 
     /// The storage below.
@@ -457,6 +468,13 @@ impl Registry {
             } else {
                 m.remove("generation");
             }
+        }
+        if self.service_account_admission && (info.group, info.plural) == ("", "pods") {
+            // NamespaceLifecycle runs first upstream: a missing namespace is a 404, not a wait for its
+            // default ServiceAccount.
+            let ns = meta_str(&obj, "namespace").unwrap_or("default").to_string();
+            self.check_namespace(info, &ns, meta_str(&obj, "name").unwrap_or(""))?;
+            self.admit_service_account(&ns, &mut obj).await?;
         }
         let name = meta_str(&obj, "name").unwrap_or("").to_string();
         let ns = if info.namespaced {

@@ -329,7 +329,13 @@ pub static RESOURCES: &[ResourceInfo] = &[
         namespaced: true,
         short_names: &["sa"],
         categories: &[],
-        subresources: &[],
+        // TokenRequest (serviceaccount module).
+        subresources: &[Subresource {
+            name: "token",
+            kind: "TokenRequest",
+            verbs: &["create"],
+            group_version: Some(("authentication.k8s.io", "v1")),
+        }],
         has_status: false,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
