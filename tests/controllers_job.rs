@@ -158,6 +158,9 @@ fn completes_with_parallelism(c: &Cluster) {
             "Complete=True/CompletionsReached"
         ]
     );
+    let row = n.ok(&["get", "job", "x", "--no-headers"]);
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols[..3], ["x", "Complete", "3/3"], "{row}");
     let complete = &j["status"]["conditions"][1];
     assert_eq!(complete["message"], "Reached expected number of succeeded pods");
     assert_eq!(j["status"]["succeeded"], 3);
@@ -316,6 +319,8 @@ fn suspend_and_resume(c: &Cluster) {
         j["status"]
     );
     assert!(n.pods("s").is_empty(), "no pods while suspended");
+    let row = n.ok(&["get", "job", "s", "--no-headers"]);
+    assert_eq!(row.split_whitespace().nth(1), Some("Suspended"), "{row}");
     n.ok(&["patch", "job", "s", "-p", r#"{"spec":{"suspend":false}}"#]);
     let j = n.wait_json(&["job", "s"], WAIT, |j| {
         conditions(j).iter().any(|c| c == "Suspended=False/JobResumed")
