@@ -15,6 +15,7 @@
 //! (before the informers start, so it sees the first list) and returns the future that runs its workers.
 
 pub mod controller_ref;
+pub mod cronjob;
 pub mod discovery;
 pub mod endpoints;
 pub mod endpointslice;
@@ -22,6 +23,7 @@ pub mod expectations;
 pub mod garbage_collector;
 pub mod hash;
 pub mod informer;
+pub mod job;
 pub mod leader;
 pub mod namespace;
 pub mod nodelifecycle;
@@ -34,6 +36,7 @@ pub mod scheduler;
 pub mod selector;
 pub mod serviceaccount;
 pub mod tainteviction;
+pub mod ttl_after_finished;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -196,6 +199,9 @@ pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
         ("garbagecollector", garbage_collector::start),
         ("endpoint", endpoints::start),
         ("endpointslice", endpointslice::start),
+        ("job", job::start),
+        ("cronjob", cronjob::start),
+        ("ttl-after-finished", ttl_after_finished::start),
     ]
 }
 
