@@ -22,6 +22,7 @@ pub mod leader;
 pub mod pod_control;
 pub mod podutil;
 pub mod queue;
+pub mod replicaset;
 pub mod scheduler;
 pub mod selector;
 
@@ -176,7 +177,7 @@ pub type StartFn = fn(&Arc<Context>, CancellationToken) -> BoxFuture<'static, ()
 
 /// Every controller, by upstream's name (for `--controllers`).
 pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
-    vec![]
+    vec![("replicaset", replicaset::start)]
 }
 
 /// Run the controller manager until `cancel`: take the leader lease (if configured), start every enabled
