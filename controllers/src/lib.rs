@@ -15,6 +15,7 @@
 //! (before the informers start, so it sees the first list) and returns the future that runs its workers.
 
 pub mod controller_ref;
+pub mod deployment;
 pub mod expectations;
 pub mod hash;
 pub mod informer;
