@@ -178,7 +178,10 @@ pub type StartFn = fn(&Arc<Context>, CancellationToken) -> BoxFuture<'static, ()
 
 /// Every controller, by upstream's name (for `--controllers`).
 pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
-    vec![("replicaset", replicaset::start)]
+    vec![
+        ("replicaset", replicaset::start),
+        ("deployment", deployment::start),
+    ]
 }
 
 /// Run the controller manager until `cancel`: take the leader lease (if configured), start every enabled
