@@ -348,11 +348,17 @@ pub fn annotations_for_rollback(d: &Deployment, rs: &ReplicaSet) -> BTreeMap<Str
     out
 }
 
-/// Remove nulls and empty arrays and objects, bottom up: apimachinery's semantic equality treats nil and
-/// empty alike, and our typed round trip may produce either.
+/// Remove nulls, zero scalars (`false`, `0`, `""`) and empty arrays and objects, bottom up. Upstream compares
+/// Go structs, where an omitted field and its zero value are the same thing and nil equals empty; the stored
+/// JSON may carry either (a protobuf create fills in zero values that a JSON patch leaves out). The one
+/// thing this loses is a pointer field set to its zero value against unset (`privileged: false` against
+/// nothing), which no rollout turns on.
 fn normalise(v: &mut Value) -> bool {
     match v {
         Value::Null => true,
+        Value::Bool(b) => !*b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
         Value::Array(a) => {
             for x in a.iter_mut() {
                 normalise(x);
@@ -728,11 +734,11 @@ mod tests {
     fn templates_compare_without_the_hash_label_and_empties() {
         let a: PodTemplateSpec = serde_json::from_value(json!({
             "metadata": {"labels": {"app": "web", POD_TEMPLATE_HASH: "abc"}},
-            "spec": {"containers": [{"name": "c", "image": "i:1", "env": []}]}
+            "spec": {"containers": [{"name": "c", "image": "i:1", "env": [], "stdin": false}], "hostPID": false}
         }))
         .unwrap();
         let b: PodTemplateSpec = serde_json::from_value(json!({
-            "metadata": {"labels": {"app": "web"}, "annotations": {}},
+            "metadata": {"labels": {"app": "web"}, "annotations": {}, "generation": 0},
             "spec": {"containers": [{"name": "c", "image": "i:1"}]}
         }))
         .unwrap();
