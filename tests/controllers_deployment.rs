@@ -98,7 +98,7 @@ impl Ns<'_> {
             .as_array()
             .unwrap()
             .clone();
-        items.sort_by_key(|rs| revision(rs));
+        items.sort_by_key(revision);
         items
     }
 }

@@ -375,7 +375,6 @@ fn normalise(v: &mut Value) -> bool {
             }
             m.is_empty()
         }
-        _ => false,
     }
 }
 
