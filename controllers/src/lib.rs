@@ -19,6 +19,7 @@ pub mod cronjob;
 pub mod discovery;
 pub mod endpoints;
 pub mod endpointslice;
+pub mod deployment;
 pub mod expectations;
 pub mod garbage_collector;
 pub mod hash;
@@ -32,6 +33,7 @@ pub mod podgc;
 pub mod podutil;
 pub mod queue;
 pub mod rootca;
+pub mod replicaset;
 pub mod scheduler;
 pub mod selector;
 pub mod serviceaccount;
@@ -202,6 +204,8 @@ pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
         ("job", job::start),
         ("cronjob", cronjob::start),
         ("ttl-after-finished", ttl_after_finished::start),
+        ("replicaset", replicaset::start),
+        ("deployment", deployment::start),
     ]
 }
 
