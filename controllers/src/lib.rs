@@ -16,10 +16,10 @@
 
 pub mod controller_ref;
 pub mod cronjob;
+pub mod deployment;
 pub mod discovery;
 pub mod endpoints;
 pub mod endpointslice;
-pub mod deployment;
 pub mod expectations;
 pub mod garbage_collector;
 pub mod hash;
@@ -32,8 +32,8 @@ pub mod pod_control;
 pub mod podgc;
 pub mod podutil;
 pub mod queue;
-pub mod rootca;
 pub mod replicaset;
+pub mod rootca;
 pub mod scheduler;
 pub mod selector;
 pub mod serviceaccount;
@@ -136,10 +136,6 @@ pub trait Reconciler: Send + Sync + 'static {
     async fn sync(&self, key: &str) -> Result<Option<Duration>, Error>;
 }
 
-/// How many times a failing key is retried before it is dropped until its next event (the Deployment
-/// controller's `maxRetries`; others retry forever, which a large number stands for).
-pub const MAX_RETRIES: u32 = 15;
-
 /// Run `workers` workers pulling from `queue` until `cancel`. Waits for the informers' first list.
 pub async fn run_workers(
     informers: Arc<Informers>,
@@ -166,7 +162,7 @@ pub async fn run_workers(
                     }
                     Err(e) => {
                         let retries = queue.retries(&key);
-                        if retries < MAX_RETRIES {
+                        if queue.retry_allowed(retries) {
                             tracing::debug!(controller = queue.name(), key = %key, error = %e, "sync failed; retrying");
                             queue.add_rate_limited(key.clone());
                         } else {

@@ -39,6 +39,8 @@ pub struct WorkQueue {
     ready: Notify,
     base: Duration,
     max: Duration,
+    /// Retries before a failing key is dropped until its next event; 0: never dropped.
+    max_retries: std::sync::atomic::AtomicU32,
 }
 
 impl WorkQueue {
@@ -55,7 +57,20 @@ impl WorkQueue {
             ready: Notify::new(),
             base,
             max,
+            max_retries: std::sync::atomic::AtomicU32::new(0),
         })
+    }
+
+    /// Drop a key after `n` failed retries (the Deployment controller's `maxRetries` = 15); other
+    /// controllers retry forever, with backoff.
+    pub fn set_max_retries(&self, n: u32) {
+        self.max_retries.store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a key that failed `retries` times is retried again.
+    pub fn retry_allowed(&self, retries: u32) -> bool {
+        let max = self.max_retries.load(std::sync::atomic::Ordering::Relaxed);
+        max == 0 || retries < max
     }
 
     /// The controller this queue feeds.

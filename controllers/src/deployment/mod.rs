@@ -64,6 +64,8 @@ pub struct DeploymentController {
 /// Register the handlers and return the workers' future.
 pub fn start(ctx: &Arc<Context>, cancel: CancellationToken) -> BoxFuture<'static, ()> {
     let queue = WorkQueue::new("deployment");
+    // deployment_controller.go: maxRetries = 15, then the key waits for its next event.
+    queue.set_max_retries(15);
     let deployments = ctx.informers.get::<Deployment>();
     let replicasets = ctx.informers.get::<ReplicaSet>();
     let pods = ctx.informers.get::<Pod>();
