@@ -17,6 +17,7 @@
 pub mod controller_ref;
 pub mod expectations;
 pub mod hash;
+pub mod history;
 pub mod informer;
 pub mod leader;
 pub mod pod_control;
@@ -24,6 +25,7 @@ pub mod podutil;
 pub mod queue;
 pub mod scheduler;
 pub mod selector;
+pub mod statefulset;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -176,7 +178,7 @@ pub type StartFn = fn(&Arc<Context>, CancellationToken) -> BoxFuture<'static, ()
 
 /// Every controller, by upstream's name (for `--controllers`).
 pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
-    vec![]
+    vec![("statefulset", statefulset::start)]
 }
 
 /// Run the controller manager until `cancel`: take the leader lease (if configured), start every enabled
