@@ -153,7 +153,8 @@ fn run(s: &StatefulSet, pods: &[Arc<Pod>], claim_names: &[&str], cur: &str, upd:
 #[test]
 fn ordered_ready_creates_one_pod_at_a_time_after_the_previous_is_ready() {
     let s = set(json!({}));
-    let cases: Vec<(&str, Vec<Arc<Pod>>, Vec<&str>, &str)> = vec![
+    type Case<'a> = (&'a str, Vec<Arc<Pod>>, Vec<&'a str>, &'a str);
+    let cases: Vec<Case<'_>> = vec![
         ("empty set", vec![], vec![], "create web-0 r1 [www-web-0]"),
         (
             "web-0 ready",
