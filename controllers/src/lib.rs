@@ -15,6 +15,7 @@
 //! (before the informers start, so it sees the first list) and returns the future that runs its workers.
 
 pub mod controller_ref;
+pub mod daemonset;
 pub mod expectations;
 pub mod hash;
 pub mod history;
