@@ -27,6 +27,7 @@ pub mod queue;
 pub mod scheduler;
 pub mod selector;
 pub mod statefulset;
+pub mod volume;
 
 use std::path::PathBuf;
 use std::sync::Arc;
