@@ -52,6 +52,10 @@ struct ServeArgs {
     /// Do not merge a `kubeling` context into the user's kubeconfig ($KUBECONFIG or ~/.kube/config).
     #[arg(long)]
     no_kubeconfig_merge: bool,
+    /// Admission plugins to switch off, as kube-apiserver's flag: `ServiceAccount` (which needs the
+    /// controller manager's `default` ServiceAccounts) is the one that can be.
+    #[arg(long, value_delimiter = ',')]
+    disable_admission_plugins: Vec<String>,
 }
 
 #[derive(Args, Clone)]
@@ -60,6 +64,26 @@ struct UpArgs {
     serve: ServeArgs,
     #[command(flatten)]
     node: NodeOptions,
+    #[command(flatten)]
+    controllers: ControllerOptions,
+}
+
+/// Options of the controller manager, shared by `up` and `controllers` (kube-controller-manager's names).
+#[derive(Args, Clone)]
+struct ControllerOptions {
+    /// How long a node may go without a heartbeat before it is marked Unknown (e.g. 50s).
+    #[arg(long, default_value = "50s", value_parser = parse_period)]
+    node_monitor_grace_period: Duration,
+    /// Terminated pods kept before the oldest are deleted (0: no limit).
+    #[arg(long, default_value_t = 12500)]
+    terminated_pod_gc_threshold: usize,
+}
+
+impl ControllerOptions {
+    fn apply(&self, cfg: &mut controllers::Config) {
+        cfg.node_monitor_grace_period = self.node_monitor_grace_period;
+        cfg.terminated_pod_gc_threshold = self.terminated_pod_gc_threshold;
+    }
 }
 
 /// Options of the node agent, shared by `up` and `node`.
@@ -191,6 +215,8 @@ struct ControllersArgs {
     /// Do not take the leader lease (only for a single controller manager).
     #[arg(long)]
     no_leader_elect: bool,
+    #[command(flatten)]
+    options: ControllerOptions,
 }
 
 /// The controller manager's settings for a cluster whose CA is `ca_pem`.
@@ -237,6 +263,7 @@ async fn run_controllers(args: ControllersArgs) -> anyhow::Result<()> {
     );
     cfg.controllers = args.controllers;
     cfg.leader_elect = !args.no_leader_elect;
+    args.options.apply(&mut cfg);
     let cancel = tokio_util::sync::CancellationToken::new();
     let manager = tokio::spawn(controllers::run(client, cfg, cancel.clone()));
     println!("kubeling controller manager started");
@@ -330,7 +357,11 @@ fn server_url(addr: SocketAddr) -> String {
     }
 }
 
-async fn serve(args: ServeArgs, node_opts: Option<NodeOptions>) -> anyhow::Result<()> {
+async fn serve(
+    args: ServeArgs,
+    node_opts: Option<NodeOptions>,
+    controller_opts: Option<ControllerOptions>,
+) -> anyhow::Result<()> {
     let started = Instant::now();
     let data_dir = match args.data_dir {
         Some(d) => d,
@@ -341,6 +372,10 @@ async fn serve(args: ServeArgs, node_opts: Option<NodeOptions>) -> anyhow::Resul
         bind: args.bind,
         port: args.port,
         hub: Default::default(),
+        service_account_admission: !args
+            .disable_admission_plugins
+            .iter()
+            .any(|p| p == "ServiceAccount"),
     };
     let server = apiserver::ApiServer::start(config)
         .await
@@ -384,7 +419,10 @@ async fn serve(args: ServeArgs, node_opts: Option<NodeOptions>) -> anyhow::Resul
     let mut tasks = Vec::new();
     if let Some(opts) = node_opts {
         let client = client_from(&kubeconfig_path).await?;
-        let cfg = controllers_config(server.tls.ca_pem.clone(), data_dir.join("volumes"));
+        let mut cfg = controllers_config(server.tls.ca_pem.clone(), data_dir.join("volumes"));
+        if let Some(o) = &controller_opts {
+            o.apply(&mut cfg);
+        }
         tasks.push(tokio::spawn(controllers::run(
             client.clone(),
             cfg,
@@ -452,8 +490,8 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Up(args) => runtime()?.block_on(serve(args.serve, Some(args.node))),
-        Command::Apiserver(args) => runtime()?.block_on(serve(args, None)),
+        Command::Up(args) => runtime()?.block_on(serve(args.serve, Some(args.node), Some(args.controllers))),
+        Command::Apiserver(args) => runtime()?.block_on(serve(args, None, None)),
         Command::Node(args) => runtime()?.block_on(run_node(args)),
         Command::Controllers(args) => runtime()?.block_on(run_controllers(args)),
         Command::Bench(args) => runtime()?.block_on(bench::run(args)),

@@ -100,9 +100,10 @@ fn default_pod_admission(pod: &mut Pod) {
     let spec = pod.spec.get_or_insert_with(Default::default);
 
     // ServiceAccount admission: every pod runs as a service account, "default" unless named. The v1
-    // conversion keeps the deprecated `serviceAccount` equal to `serviceAccountName`. Deliberately not
-    // done: the projected `kube-api-access-*` token volume and its mounts, because kubeling has no token
-    // controller to issue the tokens they would carry. Mirror pods are skipped, as upstream.
+    // conversion keeps the deprecated `serviceAccount` equal to `serviceAccountName`. The rest of that
+    // plugin (the ServiceAccount must exist, the `kube-api-access-*` token volume) needs the API server's
+    // objects and lives there (`apiserver::registry::serviceaccount_admission`). Mirror pods are
+    // skipped, as upstream.
     if !is_mirror {
         if spec.service_account_name.as_deref().unwrap_or("").is_empty() {
             let deprecated = spec.service_account.clone().filter(|s| !s.is_empty());
@@ -149,6 +150,15 @@ fn default_pod_admission(pod: &mut Pod) {
     }
     spec.preemption_policy
         .get_or_insert_with(|| "PreemptLowerPriority".into());
+}
+
+/// The defaults of a pod template's spec (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob):
+/// `SetDefaults_PodSpec` and the container, probe and volume defaults below it, as upstream applies them
+/// to any PodSpec it decodes. Not `SetDefaults_Pod` (requests from limits, `enableServiceLinks`, host
+/// network ports) and no admission plugin: those act on pods only, so stored templates lack them, as on a
+/// real cluster. Idempotent.
+pub fn default_pod_template_spec(spec: &mut PodSpec) {
+    default_pod_spec(spec);
 }
 
 /// `SetDefaults_PodSpec` and everything it contains.
@@ -772,6 +782,41 @@ fn validate_image_for_pod(errs: &mut Errs, p: &str, c: &Container) {
             "must not have leading or trailing whitespace",
         ));
     }
+}
+
+/// upstream `ValidatePodTemplateSpec` for the template at `prefix` (`spec.template`,
+/// `spec.jobTemplate.spec.template`): labels, annotations and the pod spec, with every field path under
+/// `prefix`. The checks only pods get (image whitespace, projected tokens without a service account) are
+/// left out, as upstream leaves them out of templates.
+pub fn validate_pod_template_spec(
+    labels: Option<&BTreeMap<String, String>>,
+    annotations: Option<&BTreeMap<String, String>>,
+    spec: &PodSpec,
+    prefix: &str,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Some(l) = labels {
+        errs.extend(validate_labels(l, &format!("{prefix}.metadata.labels")));
+    }
+    if let Some(a) = annotations {
+        errs.extend(crate::validation::validate_annotations(
+            a,
+            &format!("{prefix}.metadata.annotations"),
+        ));
+    }
+    // validate_pod_spec reports paths from `spec.`; a template's spec sits under the prefix.
+    let from = "spec";
+    let to = format!("{prefix}.spec");
+    for mut e in validate_pod_spec(spec, "") {
+        if let Some(rest) = e.field.strip_prefix(from) {
+            e.field = format!("{to}{rest}");
+        }
+        if let Some(rest) = e.message.strip_prefix(from) {
+            e.message = format!("{to}{rest}");
+        }
+        errs.push(e);
+    }
+    errs
 }
 
 /// upstream `ValidatePodSpec`, in upstream's order.

@@ -155,7 +155,8 @@ impl ApiError {
         Self::new(415, "UnsupportedMediaType", message)
     }
 
-    /// 422 `Invalid`: `Pod "x" is invalid: [a, b]` with one cause per field. `kind` is the Kind (`Pod`).
+    /// 422 `Invalid`: `Pod "x" is invalid: [a, b]` (`Deployment.apps "x"` in a group) with one cause per
+    /// field. `kind` is the Kind (`Pod`).
     pub fn invalid(kind: &str, group: &str, name: &str, errors: &[FieldError]) -> Self {
         let joined = if errors.len() == 1 {
             errors[0].message.clone()
@@ -169,7 +170,13 @@ impl ApiError {
                     .join(", ")
             )
         };
-        let message = format!("{kind} {name:?} is invalid: {joined}");
+        // upstream NewInvalid prints the qualified GroupKind: `Deployment.apps "web" is invalid`.
+        let qualified = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let message = format!("{qualified} {name:?} is invalid: {joined}");
         let causes: Vec<Value> = errors
             .iter()
             .map(|e| json!({ "reason": e.reason, "message": e.detail(), "field": e.field }))

@@ -14,6 +14,9 @@
 //! ```
 //!
 //! Layers point one way: `http → registry → storage → watch`; `storage` and `watch` know nothing of HTTP.
+//! `http` authenticates every request (the admin token, or a service account JWT checked by
+//! [`serviceaccount`] against the registry) and serves `serviceaccounts/token` through it; the registry
+//! runs the ServiceAccount admission on pod creation when [`Config::service_account_admission`] is on.
 
 pub mod error;
 pub mod http;
@@ -21,9 +24,11 @@ pub mod patch;
 pub mod protobuf;
 pub mod registry;
 pub mod selector;
+pub mod serviceaccount;
 pub mod storage;
 pub mod table;
 pub mod tls;
+pub mod user;
 pub mod watch;
 
 use std::net::{IpAddr, SocketAddr};
@@ -50,6 +55,11 @@ pub struct Config {
     pub port: u16,
     /// Watch history and per-watcher buffer.
     pub hub: HubConfig,
+    /// Run the ServiceAccount admission plugin on pod creation (default `serviceAccountName`, require the
+    /// ServiceAccount, add the `kube-api-access-*` token volume). On in a real cluster, where the
+    /// controller manager creates each namespace's `default` ServiceAccount; tests that run the API
+    /// server alone turn it off.
+    pub service_account_admission: bool,
 }
 
 /// Why the API server could not start.
@@ -126,7 +136,9 @@ impl ApiServer {
         storage: Storage,
         tls: TlsMaterial,
     ) -> Result<ApiServer, StartError> {
-        let registry = Registry::new(storage.clone());
+        let registry =
+            Registry::new(storage.clone()).with_service_account_admission(config.service_account_admission);
+        let signer = serviceaccount::Signer::load_or_create(&config.data_dir.join("pki"))?;
         registry.bootstrap().await.map_err(StartError::Bootstrap)?;
         let addr = SocketAddr::new(config.bind, config.port);
         let listener =
@@ -144,6 +156,7 @@ impl ApiServer {
             cancel: cancel.clone(),
             server_address: addr.to_string(),
             node_token: Some(tls.token.clone()),
+            tokens: Arc::new(serviceaccount::Tokens::new(signer)),
         });
         let server_config = tls::server_config(&tls)?;
         let rustls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(server_config));

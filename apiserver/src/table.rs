@@ -14,6 +14,10 @@ use std::collections::BTreeSet;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, Value, json};
 
+mod more_kinds;
+
+use more_kinds::*;
+
 /// Which printer a resource uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Printer {
@@ -43,6 +47,22 @@ pub enum Printer {
     DaemonSet,
     /// `jobs.batch`: NAME STATUS COMPLETIONS DURATION AGE (+ containers, images, selector).
     Job,
+    /// `cronjobs.batch`: NAME SCHEDULE TIMEZONE SUSPEND ACTIVE LAST SCHEDULE AGE (+ wide).
+    CronJob,
+    /// `controllerrevisions.apps`: NAME CONTROLLER REVISION AGE.
+    ControllerRevision,
+    /// `endpoints`: NAME ENDPOINTS AGE.
+    Endpoints,
+    /// `endpointslices.discovery.k8s.io`: NAME ADDRESSTYPE PORTS ENDPOINTS AGE.
+    EndpointSlice,
+    /// `persistentvolumes`: NAME CAPACITY ACCESS MODES RECLAIM POLICY STATUS CLAIM STORAGECLASS ... AGE.
+    PersistentVolume,
+    /// `persistentvolumeclaims`: NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS ... AGE.
+    PersistentVolumeClaim,
+    /// `storageclasses.storage.k8s.io`: NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE ... AGE.
+    StorageClass,
+    /// `serviceaccounts`: NAME SECRETS AGE.
+    ServiceAccount,
     /// Any other resource: upstream's default convertor, NAME and CREATED AT.
     Generic,
 }
@@ -68,6 +88,14 @@ impl Printer {
             ("apps", "statefulsets") => Printer::StatefulSet,
             ("apps", "daemonsets") => Printer::DaemonSet,
             ("batch", "jobs") => Printer::Job,
+            ("batch", "cronjobs") => Printer::CronJob,
+            ("apps", "controllerrevisions") => Printer::ControllerRevision,
+            ("", "endpoints") => Printer::Endpoints,
+            ("discovery.k8s.io", "endpointslices") => Printer::EndpointSlice,
+            ("", "persistentvolumes") => Printer::PersistentVolume,
+            ("", "persistentvolumeclaims") => Printer::PersistentVolumeClaim,
+            ("storage.k8s.io", "storageclasses") => Printer::StorageClass,
+            ("", "serviceaccounts") => Printer::ServiceAccount,
             _ => Printer::Generic,
         }
     }
@@ -113,6 +141,14 @@ pub fn columns(p: Printer) -> Vec<Value> {
         Printer::StatefulSet => STATEFUL_SET_COLUMNS,
         Printer::DaemonSet => DAEMON_SET_COLUMNS,
         Printer::Job => JOB_COLUMNS,
+        Printer::CronJob => CRON_JOB_COLUMNS,
+        Printer::ControllerRevision => CONTROLLER_REVISION_COLUMNS,
+        Printer::Endpoints => ENDPOINTS_COLUMNS,
+        Printer::EndpointSlice => ENDPOINT_SLICE_COLUMNS,
+        Printer::PersistentVolume => PERSISTENT_VOLUME_COLUMNS,
+        Printer::PersistentVolumeClaim => PERSISTENT_VOLUME_CLAIM_COLUMNS,
+        Printer::StorageClass => STORAGE_CLASS_COLUMNS,
+        Printer::ServiceAccount => SERVICE_ACCOUNT_COLUMNS,
         Printer::Generic => GENERIC_COLUMNS,
     };
     defs.iter()
@@ -144,6 +180,14 @@ pub fn cells(p: Printer, obj: &Value, now: Timestamp) -> Vec<Value> {
         Printer::StatefulSet => stateful_set_cells(obj, now),
         Printer::DaemonSet => daemon_set_cells(obj, now),
         Printer::Job => job_cells(obj, now),
+        Printer::CronJob => cron_job_cells(obj, now),
+        Printer::ControllerRevision => controller_revision_cells(obj, now),
+        Printer::Endpoints => endpoints_cells(obj, now),
+        Printer::EndpointSlice => endpoint_slice_cells(obj, now),
+        Printer::PersistentVolume => persistent_volume_cells(obj, now),
+        Printer::PersistentVolumeClaim => persistent_volume_claim_cells(obj, now),
+        Printer::StorageClass => storage_class_cells(obj, now),
+        Printer::ServiceAccount => service_account_cells(obj, now),
         Printer::Generic => generic_cells(obj),
     }
 }
@@ -2444,7 +2488,19 @@ mod tests {
             ("apps", "statefulsets", Printer::StatefulSet),
             ("apps", "daemonsets", Printer::DaemonSet),
             ("batch", "jobs", Printer::Job),
-            ("", "serviceaccounts", Printer::Generic),
+            ("batch", "cronjobs", Printer::CronJob),
+            ("apps", "controllerrevisions", Printer::ControllerRevision),
+            ("", "endpoints", Printer::Endpoints),
+            ("discovery.k8s.io", "endpointslices", Printer::EndpointSlice),
+            ("", "persistentvolumes", Printer::PersistentVolume),
+            (
+                "",
+                "persistentvolumeclaims/status",
+                Printer::PersistentVolumeClaim,
+            ),
+            ("storage.k8s.io", "storageclasses", Printer::StorageClass),
+            ("", "serviceaccounts", Printer::ServiceAccount),
+            ("", "resourcequotas", Printer::Generic),
             ("apps", "pods", Printer::Generic),
             ("example.com", "widgets", Printer::Generic),
         ];

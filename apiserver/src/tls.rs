@@ -36,7 +36,7 @@ const SERVING_COMMON_NAME: &str = "kubeling-apiserver";
 /// Always in the serving certificate: what kubeconfigs written by `main` point at.
 const BASE_SANS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
-const SECRET_MODE: u32 = 0o600;
+pub(crate) const SECRET_MODE: u32 = 0o600;
 const PUBLIC_MODE: u32 = 0o644;
 const DIR_MODE: u32 = 0o700;
 
@@ -321,7 +321,7 @@ fn normalize_san(s: &str) -> Option<String> {
     }
 }
 
-fn read_optional(path: &Path) -> Result<Option<String>, TlsError> {
+pub(crate) fn read_optional(path: &Path) -> Result<Option<String>, TlsError> {
     match fs::read_to_string(path) {
         Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -333,7 +333,7 @@ fn read_optional(path: &Path) -> Result<Option<String>, TlsError> {
 }
 
 /// Tightens a reused secret file that someone loosened.
-fn restrict(path: &Path) -> Result<(), TlsError> {
+pub(crate) fn restrict(path: &Path) -> Result<(), TlsError> {
     fs::set_permissions(path, fs::Permissions::from_mode(SECRET_MODE)).map_err(|source| TlsError::Write {
         path: path.to_path_buf(),
         source,
@@ -341,7 +341,7 @@ fn restrict(path: &Path) -> Result<(), TlsError> {
 }
 
 /// Writes through a temporary file and a rename, so a crash never leaves half a key behind.
-fn write_file(path: &Path, contents: &str, mode: u32) -> Result<(), TlsError> {
+pub(crate) fn write_file(path: &Path, contents: &str, mode: u32) -> Result<(), TlsError> {
     let err = |source| TlsError::Write {
         path: path.to_path_buf(),
         source,

@@ -21,12 +21,17 @@ pub mod hash;
 pub mod history;
 pub mod informer;
 pub mod leader;
+pub mod nodelifecycle;
 pub mod pod_control;
+pub mod podgc;
 pub mod podutil;
 pub mod queue;
+pub mod rootca;
 pub mod scheduler;
 pub mod selector;
+pub mod serviceaccount;
 pub mod statefulset;
+pub mod tainteviction;
 pub mod volume;
 
 use std::path::PathBuf;
@@ -180,7 +185,16 @@ pub type StartFn = fn(&Arc<Context>, CancellationToken) -> BoxFuture<'static, ()
 
 /// Every controller, by upstream's name (for `--controllers`).
 pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
-    vec![("statefulset", statefulset::start)]
+    vec![
+        ("serviceaccount", serviceaccount::start),
+        ("root-ca-cert-publisher", rootca::start),
+        ("nodelifecycle", nodelifecycle::start),
+        ("taint-eviction-controller", tainteviction::start),
+        ("podgc", podgc::start),
+        ("statefulset", statefulset::start),
+        ("daemonset", daemonset::start),
+        ("persistentvolume-binder", volume::start),
+    ]
 }
 
 /// Run the controller manager until `cancel`: take the leader lease (if configured), start every enabled

@@ -118,7 +118,7 @@ pub fn selector_fits(pod: &Pod, node: &Node) -> bool {
     selector_ok && affinity_ok
 }
 
-/// Whether one of `tolerations` tolerates `taint` (`Toleration.ToleratesTaint`).
+/// Whether any of `tolerations` tolerates `taint` (`v1helper.TolerationsTolerateTaint`).
 pub fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
     tolerations.iter().any(|t| {
         let effect_ok = t

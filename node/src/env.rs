@@ -37,6 +37,12 @@ pub trait ObjectLookup {
     fn persistent_volume(&self, _name: &str) -> Option<&PersistentVolume> {
         None
     }
+    /// The token of the pod's `serviceAccountToken` projection with this audience (empty: the API
+    /// server's) and expirationSeconds, or why it could not be had; `None` when nobody asked for it.
+    fn service_account_token(&self, audience: &str, expiration_seconds: i64) -> Option<Result<&str, &str>> {
+        let _ = (audience, expiration_seconds);
+        None
+    }
 }
 
 /// A plain in-memory [`ObjectLookup`]: the worker fills it with the objects [`references`] names.
@@ -46,6 +52,8 @@ pub struct Objects {
     secrets: BTreeMap<(String, String), Secret>,
     claims: BTreeMap<(String, String), PersistentVolumeClaim>,
     volumes: BTreeMap<String, PersistentVolume>,
+    /// Tokens of the pod's projections by (audience, expirationSeconds) (the token manager's).
+    tokens: BTreeMap<(String, i64), Result<String, String>>,
 }
 
 impl Objects {
@@ -76,6 +84,12 @@ impl Objects {
     pub fn insert_volume(&mut self, volume: PersistentVolume) {
         self.volumes
             .insert(volume.metadata.name.clone().unwrap_or_default(), volume);
+    }
+
+    /// Adds the token (or the error) of a `serviceAccountToken` projection.
+    pub fn insert_token(&mut self, audience: &str, expiration_seconds: i64, token: Result<String, String>) {
+        self.tokens
+            .insert((audience.to_owned(), expiration_seconds), token);
     }
 
     /// Builder form of [`Objects::insert_config_map`].
@@ -113,6 +127,12 @@ impl ObjectLookup for Objects {
 
     fn persistent_volume(&self, name: &str) -> Option<&PersistentVolume> {
         self.volumes.get(name)
+    }
+
+    fn service_account_token(&self, audience: &str, expiration_seconds: i64) -> Option<Result<&str, &str>> {
+        self.tokens
+            .get(&(audience.to_owned(), expiration_seconds))
+            .map(|r| r.as_deref().map_err(String::as_str))
     }
 }
 

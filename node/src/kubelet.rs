@@ -135,6 +135,8 @@ pub struct Kubelet {
     pub(crate) statuses: Arc<PodStatusCache>,
     /// Ends the probe workers when the kubelet stops.
     probe_cancel: CancellationToken,
+    /// The tokens of pods' projected serviceAccountToken sources.
+    pub(crate) tokens: Arc<crate::token_manager::TokenManager>,
 }
 
 impl Kubelet {
@@ -163,8 +165,12 @@ impl Kubelet {
             },
             probe_cancel.clone(),
         );
+        let tokens = Arc::new(crate::token_manager::TokenManager::new(Arc::new(
+            crate::token_manager::KubeRequester(client.clone()),
+        )));
         Arc::new(Kubelet {
             containers: Arc::new(Mutex::new(HashMap::new())),
+            tokens,
             client,
             runtime,
             cfg,

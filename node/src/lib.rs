@@ -17,4 +17,5 @@ pub mod server;
 pub mod sources;
 pub mod status_cache;
 pub mod termination;
+pub mod token_manager;
 pub mod volumes;

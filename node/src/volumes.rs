@@ -24,9 +24,10 @@
 //!   share it; its size is `sizeLimit` (Docker's default, unbounded, when unset) and it takes no `subPath`.
 //! * Secret volumes live on disk in the data dir, not on a tmpfs.
 //! * No `fsGroup` ownership change, no SELinux relabel; `mountPropagation` is ignored.
-//! * `serviceAccountToken` projections are skipped (no TokenRequest yet); everything but emptyDir,
-//!   hostPath, configMap, secret, downwardAPI, projected and persistentVolumeClaim is an "unsupported volume"
-//!   error.
+//! * `clusterTrustBundle` projections are skipped; everything but emptyDir, hostPath, configMap, secret,
+//!   downwardAPI, projected and persistentVolumeClaim is an "unsupported volume" error.
+//!   `serviceAccountToken` projections are written from the tokens the worker got from
+//!   [`crate::token_manager`].
 //! * A `persistentVolumeClaim` volume is bound like a hostPath volume: claim → bound volume → its hostPath
 //!   (or `local.path`) directory; a claim not bound yet fails the setup until it is.
 
@@ -143,6 +144,10 @@ pub enum SetUpError {
     /// An emptyDir medium other than "" and Memory (HugePages).
     #[error("emptyDir medium {0:?} is not supported by kubeling")]
     UnsupportedMedium(String),
+    /// The token of a `serviceAccountToken` projection could not be had (the text is upstream's
+    /// `failed to fetch token: ...`).
+    #[error("{0}")]
+    Token(String),
     /// A volume type kubeling does not implement.
     #[error("{0} volumes are not supported by kubeling")]
     Unsupported(String),
@@ -951,10 +956,11 @@ impl VolumeHost {
                     )
                 } else if let Some(downward) = &projection.downward_api {
                     downward_api_payload(pod, downward.items.as_deref().unwrap_or(&[]), default_mode, info)
+                } else if let Some(token) = &projection.service_account_token {
+                    service_account_token_payload(token, objects, default_mode)
                 } else {
-                    // serviceAccountToken needs the TokenRequest API and clusterTrustBundle the
-                    // ClusterTrustBundle objects, neither of which kubeling serves yet: skipped, so the
-                    // rest of the volume (typically kube-root-ca.crt and the namespace file) still works.
+                    // clusterTrustBundle needs the ClusterTrustBundle objects, which kubeling does not
+                    // serve: skipped, so the rest of the volume still works.
                     continue;
                 };
                 match part {
@@ -1058,6 +1064,33 @@ fn volume_type(volume: &Volume) -> String {
                 .and_then(|o| o.keys().find(|k| k.as_str() != "name").cloned())
         })
         .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// projected.go's `serviceAccountToken` source: the token the worker got from the token manager, at
+/// the projection's path with the volume's mode (upstream uses 0600 only with fsUser/fsGroup, which
+/// kubeling does not apply).
+fn service_account_token_payload(
+    source: &k8s_openapi::api::core::v1::ServiceAccountTokenProjection,
+    objects: &dyn ObjectLookup,
+    default_mode: u32,
+) -> Result<BTreeMap<String, FileProjection>, SetUpError> {
+    let audience = source.audience.as_deref().unwrap_or("");
+    let expiration = source
+        .expiration_seconds
+        .unwrap_or(crate::token_manager::DEFAULT_EXPIRATION_SECONDS);
+    match objects.service_account_token(audience, expiration) {
+        Some(Ok(token)) => Ok(BTreeMap::from([(
+            source.path.clone(),
+            FileProjection {
+                data: token.as_bytes().to_vec(),
+                mode: default_mode,
+            },
+        )])),
+        Some(Err(e)) => Err(SetUpError::Token(e.to_owned())),
+        None => Err(SetUpError::Token(
+            "failed to fetch token: no token was requested".to_owned(),
+        )),
+    }
 }
 
 /// configmap.go `MakePayload`: every key (`data` and `binaryData`) at its own name, or only the `items`,
@@ -1519,7 +1552,7 @@ mod tests {
     }
 
     #[test]
-    fn projected_volume_merges_sources_and_skips_service_account_tokens() {
+    fn projected_volume_merges_sources_with_the_service_account_token() {
         let dir = tempfile::tempdir().unwrap();
         let pod = pod(
             json!([{"name": "all", "projected": {"defaultMode": 0o440, "sources": [
@@ -1530,15 +1563,49 @@ mod tests {
             ]}}]),
             json!([]),
         );
-        let objects = Objects::new().with_config_map(config_map(json!({"a": "PEM"})));
+        let mut objects = Objects::new().with_config_map(config_map(json!({"a": "PEM"})));
+        objects.insert_token("", 3600, Ok("jwt-1".into()));
         host(&dir)
             .setup_pod(&pod, &objects, &RuntimeInfo::default())
             .unwrap();
         let vol = dir.path().join("pods/uid-1/volumes/kubernetes.io~projected/all");
         assert_eq!(read(&vol.join("ca.crt")), "PEM");
         assert_eq!(read(&vol.join("namespace")), "ns");
+        assert_eq!(read(&vol.join("token")), "jwt-1");
         assert_eq!(mode(&vol.join("ca.crt")), 0o440);
-        assert!(fs::symlink_metadata(vol.join("token")).is_err());
+        assert_eq!(mode(&vol.join("token")), 0o440);
+
+        // A renewed token replaces the file; a token that could not be had fails the volume, and the
+        // rest of it keeps its previous files.
+        objects.insert_token("", 3600, Ok("jwt-2".into()));
+        assert_eq!(
+            host(&dir)
+                .update_pod(&pod, &objects, &RuntimeInfo::default())
+                .unwrap(),
+            ["all"]
+        );
+        assert_eq!(read(&vol.join("token")), "jwt-2");
+        objects.insert_token(
+            "",
+            3600,
+            Err("failed to fetch token: serviceaccounts \"x\" not found".into()),
+        );
+        let err = host(&dir)
+            .setup_pod(&pod, &objects, &RuntimeInfo::default())
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "MountVolume.SetUp failed for volume \"all\" : failed to fetch token: serviceaccounts \"x\" not found"
+        );
+        assert_eq!(read(&vol.join("token")), "jwt-2");
+        let err = host(&dir)
+            .setup_pod(
+                &pod,
+                &Objects::new().with_config_map(config_map(json!({"a": "PEM"}))),
+                &RuntimeInfo::default(),
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("failed to fetch token"), "{err}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! percentiles, and watches.
 
 mod api;
+mod controllers;
 mod pod_startup;
 mod probes;
 
@@ -52,6 +53,16 @@ pub(crate) struct BenchArgs {
     /// Readiness flips to time on Docker.
     #[arg(long, default_value_t = 20)]
     pub(crate) flips: usize,
+    /// Also measure the controller manager: its idle cost, a Deployment on the fake runtime (create and a
+    /// rollout) and a Deployment on Docker against Docker alone.
+    #[arg(long)]
+    pub(crate) controllers: bool,
+    /// Replicas of the fake-runtime Deployment.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) deployment_replicas: usize,
+    /// Replicas of the Docker Deployment.
+    #[arg(long, default_value_t = 20)]
+    pub(crate) docker_replicas: usize,
 }
 
 /// Run every measurement asked for and print the figures.
@@ -63,6 +74,9 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.probes {
         probes::run(&args, tmp.path()).await?;
+    }
+    if args.controllers {
+        controllers::run(&args, tmp.path()).await?;
     }
     Ok(())
 }
@@ -93,6 +107,12 @@ fn start_cmd(data_dir: &Path, subcommand: &str) -> anyhow::Result<Server> {
     let mut child = Command::new(std::env::current_exe()?)
         .args([subcommand, "--port", "0", "--no-kubeconfig-merge", "--data-dir"])
         .arg(data_dir)
+        // The API server alone has no controller manager to make `default` ServiceAccounts.
+        .args(if subcommand == "apiserver" {
+            &["--disable-admission-plugins=ServiceAccount"][..]
+        } else {
+            &[]
+        })
         .env("KUBELING_LOG", "warn")
         .stdout(Stdio::piped())
         .spawn()

@@ -18,7 +18,10 @@ use super::{
 };
 
 /// One pod as Docker alone would make it: the pause container, then the app container joining it.
-async fn docker_pod(docker: &node::runtime::docker::DockerRuntime, name: &str) -> anyhow::Result<()> {
+pub(super) async fn docker_pod(
+    docker: &node::runtime::docker::DockerRuntime,
+    name: &str,
+) -> anyhow::Result<()> {
     use node::runtime::docker::DEFAULT_PAUSE_IMAGE;
     use node::runtime::{ContainerConfig, ContainerRuntime, SandboxConfig};
     let uid = format!("bench-uid-{name}");

@@ -108,6 +108,12 @@ impl Cluster {
             .args([subcommand, "--data-dir"])
             .arg(data_dir)
             .args(["--port", &port.to_string(), "--no-kubeconfig-merge"])
+            // The API server alone has no controller manager to make `default` ServiceAccounts.
+            .args(if subcommand == "apiserver" {
+                &["--disable-admission-plugins=ServiceAccount"][..]
+            } else {
+                &[]
+            })
             .args(extra_args)
             .env("KUBELING_LOG", "warn")
             .stdout(Stdio::piped())

@@ -28,6 +28,7 @@ use crate::registry::{DeleteOptions, PatchType, Registry, ResourceInfo, Selectio
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::storage::Stored;
 use crate::table::{self, IncludeObject, Printer};
+use crate::user::UserInfo;
 use request::{Format, ResourceRequest, Route};
 
 /// Subresources that take and return the whole object and change a part of it (`status`; the pod's
@@ -50,6 +51,8 @@ pub struct ServerState {
     /// The bearer token sent to node agents for `pods/log`, `exec` and `attach`; without one they are not
     /// proxied.
     pub node_token: Option<String>,
+    /// Issues (TokenRequest) and accepts service account tokens.
+    pub tokens: Arc<crate::serviceaccount::Tokens>,
 }
 
 /// The API server's router.
@@ -64,17 +67,27 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn authenticate(State(st): State<Arc<ServerState>>, req: Request, next: Next) -> Response {
-    let ok = req
+/// Bearer tokens: the admin token, or a service account token of ours; anything else is 401. The user
+/// rides in the request's extensions. Every authenticated user may do everything (no authorization
+/// yet: RBAC is a later step).
+async fn authenticate(State(st): State<Arc<ServerState>>, mut req: Request, next: Next) -> Response {
+    let token = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|h| h.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "))
-        .is_some_and(|t| constant_time_eq(t.trim().as_bytes(), st.token.as_bytes()));
-    if ok {
-        next.run(req).await
-    } else {
-        error_response(&ApiError::unauthorized())
+        .map(str::trim);
+    let user = match token {
+        Some(t) if constant_time_eq(t.as_bytes(), st.token.as_bytes()) => Some(UserInfo::admin()),
+        Some(t) => st.tokens.authenticate(&st.registry, t),
+        None => None,
+    };
+    match user {
+        Some(user) => {
+            req.extensions_mut().insert(user);
+            next.run(req).await
+        }
+        None => error_response(&ApiError::unauthorized()),
     }
 }
 
@@ -102,12 +115,27 @@ fn json_value(code: StatusCode, v: &Value) -> Response {
 /// Add one `Warning: 299 - "..."` header per warning the write collected (client-go prints them).
 fn with_warnings(mut resp: Response, opts: &WriteOptions) -> Response {
     for w in opts.warnings.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
-        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
-            resp.headers_mut().append(header::WARNING, v);
-        }
+        resp = with_warning(resp, w);
     }
     resp
+}
+
+/// Add one `Warning: 299 - "..."` header.
+fn with_warning(mut resp: Response, warning: &str) -> Response {
+    let escaped = warning.replace('\\', "\\\\").replace('"', "\\\"");
+    if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+        resp.headers_mut().append(header::WARNING, v);
+    }
+    resp
+}
+
+/// v1.33 deprecates core/v1 Endpoints: upstream warns on every request to them (KEP-4974).
+const ENDPOINTS_DEPRECATED: &str =
+    "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice";
+
+/// The warning every request to a deprecated resource carries.
+fn deprecation_warning(info: &ResourceInfo) -> Option<&'static str> {
+    (info.group.is_empty() && info.plural == "endpoints").then_some(ENDPOINTS_DEPRECATED)
 }
 
 fn text(code: StatusCode, body: &'static str) -> Response {
@@ -223,8 +251,13 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
             if parts.method != Method::POST {
                 return error_response(&ApiError::method_not_allowed());
             }
+            let user = parts
+                .extensions
+                .get::<UserInfo>()
+                .cloned()
+                .unwrap_or_else(UserInfo::admin);
             let result = match read_body(body).await {
-                Ok(bytes) => decode_object(&parts.headers, &bytes).and_then(|v| reviews::answer(r, v)),
+                Ok(bytes) => decode_object(&parts.headers, &bytes).and_then(|v| reviews::answer(r, v, &user)),
                 Err(e) => Err(e),
             };
             match result {
@@ -266,18 +299,25 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
         Route::NotFound => error_response(&ApiError::no_route()),
         // Log and exec streams go to the node agent; exec needs the request parts for its upgrade.
         Route::Resource(r) if proxy::handles(&parts.method, &r) => proxy::serve(&st, parts, r, query).await,
-        Route::Resource(r) => match read_body(body).await {
-            Err(e) => error_response(&e),
-            Ok(body) => match resource(&st, parts.method, &parts.headers, query, body, r).await {
-                Ok(resp) => resp,
-                Err(e) => {
-                    if e.code >= 500 {
-                        tracing::error!(error = %e, path = %parts.uri.path(), "request failed");
+        Route::Resource(r) => {
+            let deprecated = deprecation_warning(r.info);
+            let resp = match read_body(body).await {
+                Err(e) => error_response(&e),
+                Ok(body) => match resource(&st, parts.method, &parts.headers, query, body, r).await {
+                    Ok(resp) => resp,
+                    Err(e) => {
+                        if e.code >= 500 {
+                            tracing::error!(error = %e, path = %parts.uri.path(), "request failed");
+                        }
+                        error_response(&e)
                     }
-                    error_response(&e)
-                }
-            },
-        },
+                },
+            };
+            match deprecated {
+                Some(w) => with_warning(resp, w),
+                None => resp,
+            }
+        }
     }
 }
 
@@ -404,10 +444,8 @@ async fn resource(
                 let opts = delete_options(&query, &body)?;
                 let sel = selection(info, &query, None)?;
                 let (items, rev) = st.registry.delete_collection(info, ns, &sel, &opts).await?;
-                Ok(json_response(
-                    StatusCode::OK,
-                    list_bytes(info, &items, rev, None, None),
-                ))
+                let resp = json_response(StatusCode::OK, list_bytes(info, &items, rev, None, None));
+                Ok(with_gc_warning(resp, info, &opts))
             }
             _ => Err(ApiError::method_not_allowed()),
         },
@@ -431,6 +469,7 @@ async fn resource(
             Method::DELETE => {
                 let opts = delete_options(&query, &body)?;
                 let w = st.registry.delete(info, ns, name, &opts).await?;
+                let warn = |resp: Response| with_gc_warning(resp, info, &opts);
                 let returns_object = info.group.is_empty()
                     && matches!(
                         info.plural,
@@ -448,12 +487,12 @@ async fn resource(
                     if !info.group.is_empty() {
                         details["group"] = json!(info.group);
                     }
-                    return Ok(json_value(
+                    return Ok(warn(json_value(
                         StatusCode::OK,
                         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
-                    ));
+                    )));
                 }
-                Ok(json_response(StatusCode::OK, w.object.bytes.clone()))
+                Ok(warn(json_response(StatusCode::OK, w.object.bytes.clone())))
             }
             _ => Err(ApiError::method_not_allowed()),
         },
@@ -527,6 +566,13 @@ async fn resource(
                         .await?;
                     Ok(json_value(StatusCode::OK, &scale))
                 }
+                ("token", Method::POST) => {
+                    let obj = decode_object(headers, &body)?;
+                    let out = st
+                        .tokens
+                        .create_token(&st.registry, ns.unwrap_or("default"), name, &obj)?;
+                    Ok(json_value(StatusCode::CREATED, &out))
+                }
                 ("binding", Method::POST) => {
                     let obj = decode_object(headers, &body)?;
                     st.registry.bind(ns.unwrap_or("default"), name, obj).await?;
@@ -599,6 +645,15 @@ async fn patch(
     ))
 }
 
+/// A Job deleted without a propagation policy keeps its pods (the Orphan default); upstream says so.
+fn with_gc_warning(resp: Response, info: &ResourceInfo, opts: &DeleteOptions) -> Response {
+    if crate::registry::gc::warns(info, &opts.policy) {
+        with_warning(resp, crate::registry::gc::JOB_ORPHAN_WARNING)
+    } else {
+        resp
+    }
+}
+
 /// Upstream names the manager of a write without `fieldManager` after the client's user agent
 /// (`kubectl/v1.32.4 (linux/amd64) ...` → `kubectl`).
 fn default_manager(headers: &HeaderMap) -> Option<String> {
@@ -614,6 +669,12 @@ fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError>
         ..Default::default()
     };
     let mut policy = query.get("propagationPolicy").map(str::to_string);
+    let mut orphan_dependents = match query.get("orphanDependents") {
+        None | Some("") => None,
+        Some(v) => Some(request::parse_bool(v).ok_or_else(|| {
+            ApiError::bad_request(format!("invalid boolean value for orphanDependents: {v:?}"))
+        })?),
+    };
     if !body.iter().all(u8::is_ascii_whitespace) {
         let v: Value = serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?;
@@ -637,17 +698,30 @@ fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError>
         if let Some(p) = v.get("propagationPolicy").and_then(Value::as_str) {
             policy = Some(p.to_string());
         }
+        if let Some(o) = v.get("orphanDependents").filter(|o| !o.is_null()) {
+            orphan_dependents = Some(
+                o.as_bool()
+                    .ok_or_else(|| ApiError::bad_request("orphanDependents must be a boolean"))?,
+            );
+        }
     }
-    if let Some(p) = policy
-        && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
-    {
-        return Err(ApiError::unprocessable(format!(
-            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: {p:?}: supported \
-             values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
-        )));
+    if let Some(p) = &policy {
+        let Some(parsed) = crate::registry::gc::Propagation::parse(p) else {
+            return Err(ApiError::unprocessable(format!(
+                "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: {p:?}: \
+                 supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+            )));
+        };
+        if orphan_dependents.is_some() {
+            // upstream ValidateDeleteOptions
+            return Err(ApiError::unprocessable(format!(
+                "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: {p:?}: \
+                 orphanDependents and deletionPropagation cannot be both set"
+            )));
+        }
+        opts.policy.propagation = Some(parsed);
     }
-    // Foreground/Orphan would add finalizers that only a garbage collector removes; with none yet, every
-    // deletion is Background (deliberate difference until workload controllers arrive).
+    opts.policy.orphan_dependents = orphan_dependents;
     Ok(opts)
 }
 

@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use k8s_openapi::api::{
-    apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, core::v1 as core, events::v1 as events,
+    apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, core::v1 as core,
+    discovery::v1 as discovery, events::v1 as events, storage::v1 as storage,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
@@ -50,13 +51,18 @@ fn kind_schema(group: &str, version: &str, kind: &str) -> Option<SchemaFn> {
         ("", "v1", "Endpoints") => sub::<core::Endpoints>,
         ("", "v1", "ServiceAccount") => sub::<core::ServiceAccount>,
         ("", "v1", "PersistentVolumeClaim") => sub::<core::PersistentVolumeClaim>,
+        ("", "v1", "PersistentVolume") => sub::<core::PersistentVolume>,
         ("coordination.k8s.io", "v1", "Lease") => sub::<coord::Lease>,
         ("events.k8s.io", "v1", "Event") => sub::<events::Event>,
         ("apps", "v1", "Deployment") => sub::<apps::Deployment>,
         ("apps", "v1", "ReplicaSet") => sub::<apps::ReplicaSet>,
         ("apps", "v1", "StatefulSet") => sub::<apps::StatefulSet>,
         ("apps", "v1", "DaemonSet") => sub::<apps::DaemonSet>,
+        ("apps", "v1", "ControllerRevision") => sub::<apps::ControllerRevision>,
         ("batch", "v1", "Job") => sub::<batch::Job>,
+        ("batch", "v1", "CronJob") => sub::<batch::CronJob>,
+        ("discovery.k8s.io", "v1", "EndpointSlice") => sub::<discovery::EndpointSlice>,
+        ("storage.k8s.io", "v1", "StorageClass") => sub::<storage::StorageClass>,
         // The `scale` subresource of workloads takes autoscaling/v1's Scale.
         ("autoscaling", "v1", "Scale") => sub::<k8s_openapi::api::autoscaling::v1::Scale>,
         _ => return None,

@@ -1,17 +1,19 @@
 //! Authorization and authentication reviews, so scripts that probe permissions work: `kubectl auth can-i`
 //! (SelfSubjectAccessReview, SelfSubjectRulesReview) and `kubectl auth whoami` (SelfSubjectReview).
 //!
-//! kubeling has one user, the kubeconfig's token holder, who may do everything (like `system:masters`);
-//! the reviews say so. They are answered, never stored, as upstream.
+//! Every authenticated user (the kubeconfig's admin token holder, or a service account token's) may do
+//! everything for now (no RBAC yet); the reviews say so, and whoami names the user the request
+//! authenticated as. They are answered, never stored, as upstream.
 
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
+use crate::user::UserInfo;
 
-/// The user the token authenticates.
-pub const USERNAME: &str = "kubeling-admin";
+/// The user the admin token authenticates.
+pub const USERNAME: &str = crate::user::ADMIN_USERNAME;
 /// Its groups.
-pub const GROUPS: &[&str] = &["system:masters", "system:authenticated"];
+pub const GROUPS: &[&str] = crate::user::ADMIN_GROUPS;
 
 /// A review resource: its group, version, plural and kind.
 #[derive(Debug, PartialEq, Eq)]
@@ -67,7 +69,7 @@ pub fn groups() -> Vec<(&'static str, &'static str)> {
 }
 
 /// Answer a review: the request object with its status filled in.
-pub fn answer(review: &Review, body: Value) -> Result<Value, ApiError> {
+pub fn answer(review: &Review, body: Value, user: &UserInfo) -> Result<Value, ApiError> {
     let api_version = format!("{}/{}", review.group, review.version);
     if !body.is_object() {
         return Err(ApiError::bad_request(format!(
@@ -113,7 +115,7 @@ pub fn answer(review: &Review, body: Value) -> Result<Value, ApiError> {
             });
         }
         _ => {
-            out["status"] = json!({"userInfo": {"username": USERNAME, "groups": GROUPS}});
+            out["status"] = json!({"userInfo": user.to_json()});
         }
     }
     Ok(out)
@@ -146,20 +148,20 @@ mod tests {
     fn access_review_is_allowed_and_keeps_the_request() {
         let req = json!({"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
                          "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}});
-        let out = answer(&REVIEWS[0], req).unwrap();
+        let out = answer(&REVIEWS[0], req, &UserInfo::admin()).unwrap();
         assert_eq!(out["status"]["allowed"], true);
         assert_eq!(out["spec"]["resourceAttributes"]["verb"], "get");
     }
 
     #[test]
     fn access_review_without_attributes_is_invalid() {
-        let e = answer(&REVIEWS[0], json!({"spec": {}})).unwrap_err();
+        let e = answer(&REVIEWS[0], json!({"spec": {}}), &UserInfo::admin()).unwrap_err();
         assert_eq!(e.code, 422);
     }
 
     #[test]
     fn self_subject_review_names_the_user_and_groups() {
-        let out = answer(&REVIEWS[2], json!({})).unwrap();
+        let out = answer(&REVIEWS[2], json!({}), &UserInfo::admin()).unwrap();
         assert_eq!(out["status"]["userInfo"]["username"], USERNAME);
         assert_eq!(out["status"]["userInfo"]["groups"][0], "system:masters");
     }

@@ -4,11 +4,17 @@
 //! validates, applies upstream's metadata rules (server-owned fields, optimistic concurrency, no-op writes,
 //! finalizers, graceful deletion) and decides, under the storage's single writer, what is written.
 
+pub mod apps;
+pub mod batch;
 pub mod events;
+pub mod gc;
 pub mod namespace;
 pub mod pod_strategy;
 pub mod resources;
 pub mod service;
+pub mod serviceaccount_admission;
+pub mod volume;
+pub mod workload;
 
 pub use api::{pod, validation};
 
@@ -118,6 +124,8 @@ pub struct DeleteOptions {
     pub resource_version: Option<String>,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// `propagationPolicy` and `orphanDependents`: what happens to the object's dependents.
+    pub policy: gc::Policy,
 }
 
 /// Selection of a list or watch.
@@ -238,6 +246,8 @@ pub struct Registry {
     /// Serialises service IP allocation (scan + create).
     allocator: Arc<tokio::sync::Mutex<()>>,
     namespace_gc: Arc<tokio::sync::Notify>,
+    /// Run the ServiceAccount admission on pod creation ([`serviceaccount_admission`]).
+    service_account_admission: bool,
 }
 
 impl Registry {
@@ -247,7 +257,15 @@ impl Registry {
             storage,
             allocator: Arc::new(tokio::sync::Mutex::new(())),
             namespace_gc: Arc::new(tokio::sync::Notify::new()),
+            service_account_admission: false,
         }
+    }
+
+    /// Switch the ServiceAccount admission on pod creation on or off (off by default: a registry without
+    /// a controller manager has no `default` ServiceAccounts).
+    pub fn with_service_account_admission(mut self, on: bool) -> Registry {
+        self.service_account_admission = on;
+        self
     }
 
     /// The storage below.
@@ -451,6 +469,13 @@ impl Registry {
                 m.remove("generation");
             }
         }
+        if self.service_account_admission && (info.group, info.plural) == ("", "pods") {
+            // NamespaceLifecycle runs first upstream: a missing namespace is a 404, not a wait for its
+            // default ServiceAccount.
+            let ns = meta_str(&obj, "namespace").unwrap_or("default").to_string();
+            self.check_namespace(info, &ns, meta_str(&obj, "name").unwrap_or(""))?;
+            self.admit_service_account(&ns, &mut obj).await?;
+        }
         let name = meta_str(&obj, "name").unwrap_or("").to_string();
         let ns = if info.namespaced {
             meta_str(&obj, "namespace").map(str::to_string)
@@ -510,6 +535,18 @@ impl Registry {
                 Ok(())
             }
             ("", "services") => service::prepare_create(self, obj),
+            ("apps", plural) if apps::handles(plural) => {
+                apps::prepare_create(plural, obj);
+                Ok(())
+            }
+            ("batch", plural) if batch::handles(plural) => {
+                batch::prepare_create(plural, obj);
+                Ok(())
+            }
+            (group, plural) if volume::handles(group, plural) => {
+                volume::prepare_create(group, plural, obj, &now_rfc3339());
+                Ok(())
+            }
             _ => {
                 if info.has_status
                     && let Some(o) = obj.as_object_mut()
@@ -536,6 +573,12 @@ impl Registry {
             ("", "pods") => errors.extend(pod_strategy::validate(obj, old, subresource)),
             ("", "configmaps") => errors.extend(validation::validate_configmap(obj)),
             ("", "secrets") => errors.extend(validation::validate_secret(obj)),
+            ("apps", plural) if apps::handles(plural) => {
+                errors.extend(apps::validate(plural, obj, old, subresource == Some("status")))
+            }
+            ("batch", plural) if batch::handles(plural) => {
+                errors.extend(batch::validate(plural, obj, old, subresource == Some("status")))
+            }
             _ => {}
         }
         errors
@@ -660,10 +703,22 @@ impl Registry {
                 .map_err(ApiError::bad_request)?,
             ("", "namespaces") => namespace::prepare_update(&mut new, &old.value, status_update),
             ("", "services") if !status_update => service::prepare_update(&mut new, &old.value),
+            ("apps", plural) if apps::handles(plural) => {
+                apps::prepare_update(plural, &mut new, &old.value, status_update)
+            }
+            ("batch", plural) if batch::handles(plural) => batch::prepare_update(plural, &mut new),
+            (group, plural) if volume::handles(group, plural) => {
+                volume::prepare_update(group, plural, &mut new, &old.value, status_update, &now_rfc3339())
+            }
             _ => {}
         }
         normalise(&mut new);
-        if info.tracks_generation && !status_update && new.get("spec") != old.value.get("spec") {
+        let spec_changed = match (info.group, info.plural) {
+            ("apps", plural) => apps::bumps_generation(plural, &new, &old.value),
+            ("batch", _) => batch::bumps_generation(&new, &old.value),
+            _ => new.get("spec") != old.value.get("spec"),
+        };
+        if info.tracks_generation && !status_update && spec_changed {
             let g = meta(&old.value)
                 .get("generation")
                 .and_then(Value::as_i64)
@@ -985,7 +1040,13 @@ impl Registry {
             0
         };
         let being_deleted = m.contains_key("deletionTimestamp");
-        let finalizers = has_finalizers(&cur.value);
+        let finalizers: Vec<String> = m
+            .get("finalizers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.as_str().map(str::to_string))
+            .collect();
 
         if is_namespace {
             if being_deleted {
@@ -1002,25 +1063,46 @@ impl Registry {
                 .get("deletionGracePeriodSeconds")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
-            if is_pod && grace < current_grace {
-                if grace == 0 && !finalizers {
-                    return Ok(dry(Decision::Delete, &cur.value));
+            if is_pod && current_grace > 0 {
+                // A graceful deletion is pending (upstream BeforeDelete's pendingGraceful): a shorter grace
+                // shortens it, and DeleteOptions cannot change the finalizers meanwhile.
+                if grace < current_grace {
+                    if grace == 0 && finalizers.is_empty() {
+                        return Ok(dry(Decision::Delete, &cur.value));
+                    }
+                    let mut obj = cur.value.clone();
+                    meta_mut(&mut obj).insert("deletionTimestamp".into(), json!(rfc3339_in(grace)));
+                    meta_mut(&mut obj).insert("deletionGracePeriodSeconds".into(), json!(grace));
+                    return Ok(dry(Decision::Put(obj.clone()), &obj));
                 }
-                // A second delete with a shorter grace shortens it (upstream BeforeDelete).
-                let mut obj = cur.value.clone();
-                meta_mut(&mut obj).insert("deletionTimestamp".into(), json!(rfc3339_in(grace)));
-                meta_mut(&mut obj).insert("deletionGracePeriodSeconds".into(), json!(grace));
-                return Ok(dry(Decision::Put(obj.clone()), &obj));
+                return Ok(Decision::Keep);
             }
-            return Ok(Decision::Keep);
+            // Marked and waiting for finalizers: another DELETE may only switch the GC finalizer
+            // (upstream keeps going through deletionFinalizersForGarbageCollection here). The
+            // deletionTimestamp stays as first set.
+            return Ok(match gc::deletion_finalizers(info, &finalizers, &opts.policy) {
+                None => Decision::Keep,
+                Some(f) if f.is_empty() => dry(Decision::Delete, &cur.value),
+                Some(f) => {
+                    let mut obj = cur.value.clone();
+                    meta_mut(&mut obj).insert("finalizers".into(), json!(f));
+                    dry(Decision::Put(obj.clone()), &obj)
+                }
+            });
         }
-        if !finalizers && grace == 0 {
+        let finalizers = gc::deletion_finalizers(info, &finalizers, &opts.policy).unwrap_or(finalizers);
+        if finalizers.is_empty() && grace == 0 {
             return Ok(dry(Decision::Delete, &cur.value));
         }
+        // Graceful deletion (pods) or finalizers, or both: mark the object (upstream BeforeDelete /
+        // markAsDeleting); the node agent, or whoever owns a finalizer, finishes it.
         let mut obj = cur.value.clone();
         let mm = meta_mut(&mut obj);
         mm.insert("deletionTimestamp".into(), json!(rfc3339_in(grace)));
         mm.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        if !finalizers.is_empty() {
+            mm.insert("finalizers".into(), json!(finalizers));
+        }
         if info.tracks_generation {
             let g = mm.get("generation").and_then(Value::as_i64).unwrap_or(0);
             mm.insert("generation".into(), json!(g + 1));

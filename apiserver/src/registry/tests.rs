@@ -367,6 +367,53 @@ async fn unscheduled_pod_is_deleted_at_once_and_a_bound_pod_gracefully() {
 }
 
 #[tokio::test]
+async fn foreground_deletion_of_a_bound_pod_is_graceful_and_keeps_the_gc_finalizer() {
+    let r = registry().await;
+    let mut bound = pod("fg");
+    bound["spec"]["nodeName"] = json!("n1");
+    r.create(info("pods"), Some("default"), bound, &opts())
+        .await
+        .unwrap();
+    let foreground = DeleteOptions {
+        policy: gc::Policy {
+            propagation: Some(gc::Propagation::Foreground),
+            orphan_dependents: None,
+        },
+        ..Default::default()
+    };
+    let w = r
+        .delete(info("pods"), Some("default"), "fg", &foreground)
+        .await
+        .unwrap();
+    let m = &w.object.value["metadata"];
+    assert_eq!(m["deletionGracePeriodSeconds"], 30);
+    assert_eq!(m["finalizers"], json!(["foregroundDeletion"]));
+    // During the grace period DeleteOptions cannot change the finalizers (upstream pendingGraceful).
+    let orphan = DeleteOptions {
+        policy: gc::Policy {
+            propagation: Some(gc::Propagation::Orphan),
+            orphan_dependents: None,
+        },
+        ..Default::default()
+    };
+    r.delete(info("pods"), Some("default"), "fg", &orphan)
+        .await
+        .unwrap();
+    let p = r.get(info("pods"), Some("default"), "fg").unwrap();
+    assert_eq!(p.value["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+    // The node agent's final delete (grace 0) leaves the pod to its finalizer.
+    let force = DeleteOptions {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    r.delete(info("pods"), Some("default"), "fg", &force)
+        .await
+        .unwrap();
+    let p = r.get(info("pods"), Some("default"), "fg").unwrap();
+    assert_eq!(p.value["metadata"]["deletionGracePeriodSeconds"], 0);
+}
+
+#[tokio::test]
 async fn delete_precondition_on_uid_conflicts() {
     let r = registry().await;
     r.create(info("configmaps"), Some("default"), cm("a"), &opts())

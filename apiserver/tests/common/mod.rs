@@ -20,8 +20,19 @@ impl TestServer {
     }
 
     pub async fn start_with(hub: HubConfig) -> TestServer {
+        Self::start_config(|c| c.hub = hub).await
+    }
+
+    /// With the ServiceAccount admission on, as `kubeling up` runs it.
+    pub async fn start_with_admission() -> TestServer {
+        Self::start_config(|c| c.service_account_admission = true).await
+    }
+
+    async fn start_config(edit: impl FnOnce(&mut Config)) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
-        let server = ApiServer::start(config(dir.path().into(), 0, hub)).await.unwrap();
+        let mut cfg = config(dir.path().into(), 0, HubConfig::default());
+        edit(&mut cfg);
+        let server = ApiServer::start(cfg).await.unwrap();
         let port = server.addr.port();
         TestServer {
             server: Some(server),
@@ -40,12 +51,17 @@ impl TestServer {
     }
 
     pub fn client(&self) -> kube::Client {
+        self.client_with_token(&self.server.as_ref().unwrap().tls.token.clone())
+    }
+
+    /// A client that sends `token` (a service account's, say) instead of the admin token.
+    pub fn client_with_token(&self, token: &str) -> kube::Client {
         let server = self.server.as_ref().unwrap();
         let url = format!("https://127.0.0.1:{}", self.port).parse().unwrap();
         let mut cfg = kube::Config::new(url);
         let ca = rustls_pki_der(&server.tls.ca_pem);
         cfg.root_cert = Some(vec![ca]);
-        cfg.auth_info.token = Some(server.tls.token.clone().into());
+        cfg.auth_info.token = Some(token.to_string().into());
         cfg.default_namespace = "default".into();
         kube::Client::try_from(cfg).unwrap()
     }
@@ -61,6 +77,9 @@ fn config(data_dir: PathBuf, port: u16, hub: HubConfig) -> Config {
         bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
         port,
         hub,
+        // No controller manager here to create `default` ServiceAccounts; tests that want the admission
+        // create the ServiceAccount and use `start_with_admission`.
+        service_account_admission: false,
     }
 }
 

@@ -373,6 +373,7 @@ impl Worker {
         }
         self.k.probes.add_pod(pod, reported.as_ref());
         let observed = self.observe().await;
+        self.refresh_tokens(pod, &observed).await;
         // upstream generates and records the status first in SyncPod, before acting: a pod whose
         // postStart hook or image pull takes long shows its containers waiting meanwhile.
         self.report(pod, &observed, false).await;
@@ -628,6 +629,7 @@ impl Worker {
 
     async fn remove_everything(&self) {
         self.k.probes.remove_pod(&self.uid);
+        self.k.tokens.forget_pod(&self.uid);
         self.k.statuses.remove(&self.uid);
         if let Ok(list) = self.k.runtime.list(&ListFilter::all().pod_uid(&self.uid)).await {
             for c in list {

@@ -194,8 +194,18 @@ impl Worker {
         // CreateContainerConfigError, retried on the next sync (never a crash).
         let (env, mounts) = match self.container_config_inputs(pod, c, sandbox).await {
             Ok(v) => v,
-            Err(msg) => {
-                self.container_failed(&r, &c.name, "CreateContainerConfigError", msg.to_string())
+            Err(ConfigError::Env(msg)) => {
+                self.container_failed(&r, &c.name, "CreateContainerConfigError", msg)
+                    .await;
+                return;
+            }
+            // upstream: the volume manager's failure keeps the container ContainerCreating and records
+            // a FailedMount event on the pod; the next sync tries again.
+            Err(ConfigError::Volume(msg)) => {
+                self.waiting.remove(&c.name);
+                self.k
+                    .recorder
+                    .record(&pod_ref(pod), EventType::Warning, "FailedMount", &msg)
                     .await;
                 return;
             }
@@ -344,7 +354,63 @@ impl Worker {
         pod: &Pod,
         c: &Container,
         sandbox: &ObservedSandbox,
-    ) -> Result<(crate::env::ContainerEnv, crate::volumes::ContainerMounts), String> {
+    ) -> Result<(crate::env::ContainerEnv, crate::volumes::ContainerMounts), ConfigError> {
+        let objects = self.pod_objects(pod).await;
+        let info = crate::env::RuntimeInfo {
+            pod_ips: sandbox.ip.iter().cloned().collect(),
+            host_ips: vec![self.k.cfg.node_ip.clone()],
+            node_allocatable: Default::default(),
+        };
+        let env = crate::env::make_environment(pod, c, &objects, &info)
+            .map_err(|e| ConfigError::Env(e.to_string()))?;
+        let host = crate::volumes::VolumeHost::new(&self.k.cfg.data_dir)
+            .map_err(|e| ConfigError::Env(e.to_string()))?;
+        let volumes = host.setup_pod(pod, &objects, &info).map_err(|e| match e {
+            e @ crate::volumes::VolumeError::SetUp { .. } => ConfigError::Volume(e.to_string()),
+            e => ConfigError::Env(e.to_string()),
+        })?;
+        let mounts = volumes
+            .container_mounts(c, &env.env)
+            .map_err(|e| ConfigError::Env(e.to_string()))?;
+        Ok((env, mounts))
+    }
+
+    /// Rewrite the pod's volumes when a projected service account token is due for renewal (upstream's
+    /// volume manager remounts them each sync and the token manager decides; here only a due token
+    /// triggers it). Before the first container was set up there is nothing to rewrite.
+    pub(super) async fn refresh_tokens(&self, pod: &Pod, observed: &ObservedPod) {
+        let keys = crate::token_manager::pod_token_keys(pod);
+        if keys.is_empty() || !keys.iter().any(|k| self.k.tokens.needs_refresh(k)) {
+            return;
+        }
+        let Ok(host) = crate::volumes::VolumeHost::new(&self.k.cfg.data_dir) else {
+            return;
+        };
+        if !host.pod_dir(&self.uid).is_ok_and(|d| d.join("volumes").exists()) {
+            return;
+        }
+        let objects = self.pod_objects(pod).await;
+        let sandbox_ip = observed
+            .sandboxes
+            .iter()
+            .filter(|s| s.ready)
+            .max_by_key(|s| s.created)
+            .and_then(|s| s.ip.clone());
+        let info = crate::env::RuntimeInfo {
+            pod_ips: sandbox_ip.into_iter().collect(),
+            host_ips: vec![self.k.cfg.node_ip.clone()],
+            node_allocatable: Default::default(),
+        };
+        if let Err(e) = host.update_pod(pod, &objects, &info) {
+            self.k
+                .recorder
+                .record(&pod_ref(pod), EventType::Warning, "FailedMount", &e.to_string())
+                .await;
+        }
+    }
+
+    /// The ConfigMaps and Secrets the pod refers to, and the tokens of its projections.
+    async fn pod_objects(&self, pod: &Pod) -> crate::env::Objects {
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let refs = crate::env::references(pod);
         let mut objects = crate::env::Objects::default();
@@ -374,17 +440,20 @@ impl Worker {
                 }
             }
         }
-        let info = crate::env::RuntimeInfo {
-            pod_ips: sandbox.ip.iter().cloned().collect(),
-            host_ips: vec![self.k.cfg.node_ip.clone()],
-            node_allocatable: Default::default(),
-        };
-        let env = crate::env::make_environment(pod, c, &objects, &info).map_err(|e| e.to_string())?;
-        let host = crate::volumes::VolumeHost::new(&self.k.cfg.data_dir).map_err(|e| e.to_string())?;
-        let volumes = host.setup_pod(pod, &objects, &info).map_err(|e| e.to_string())?;
-        let mounts = volumes.container_mounts(c, &env.env).map_err(|e| e.to_string())?;
-        Ok((env, mounts))
+        for key in crate::token_manager::pod_token_keys(pod) {
+            let token = self.k.tokens.get(&key).await;
+            objects.insert_token(&key.audience, key.expiration_seconds, token);
+        }
+        objects
     }
+}
+
+/// Why a container's environment or mounts could not be prepared.
+pub(super) enum ConfigError {
+    /// CreateContainerConfigError: a missing ConfigMap/Secret key in env, a bad subPath, ...
+    Env(String),
+    /// A volume could not be set up (the `FailedMount` text).
+    Volume(String),
 }
 
 /// The container's security settings, falling back to the pod's (upstream's effective security context).
