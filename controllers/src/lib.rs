@@ -16,6 +16,7 @@
 
 pub mod controller_ref;
 pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
 pub mod discovery;
 pub mod endpoints;
@@ -23,6 +24,7 @@ pub mod endpointslice;
 pub mod expectations;
 pub mod garbage_collector;
 pub mod hash;
+pub mod history;
 pub mod informer;
 pub mod job;
 pub mod leader;
@@ -37,8 +39,10 @@ pub mod rootca;
 pub mod scheduler;
 pub mod selector;
 pub mod serviceaccount;
+pub mod statefulset;
 pub mod tainteviction;
 pub mod ttl_after_finished;
+pub mod volume;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -202,6 +206,9 @@ pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
         ("ttl-after-finished", ttl_after_finished::start),
         ("replicaset", replicaset::start),
         ("deployment", deployment::start),
+        ("statefulset", statefulset::start),
+        ("daemonset", daemonset::start),
+        ("persistentvolume-binder", volume::start),
     ]
 }
 

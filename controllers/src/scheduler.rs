@@ -95,7 +95,10 @@ fn term_matches(term: &NodeSelectorTerm, labels: &BTreeMap<String, String>, name
             .all(|r| r.key == "metadata.name" && matches_requirement(r, Some(&name)))
 }
 
-fn selector_fits(pod: &Pod, node: &Node) -> bool {
+/// The pod's `nodeSelector` and required node affinity (`matchExpressions` on labels, `matchFields` on
+/// `metadata.name`, which DaemonSet pods use to name their node) fit `node` (upstream
+/// `nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)`).
+pub fn selector_fits(pod: &Pod, node: &Node) -> bool {
     let empty = BTreeMap::new();
     let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
     let name = node.metadata.name.as_deref().unwrap_or("");
@@ -148,6 +151,22 @@ fn taints_fit(pod: &Pod, node: &Node) -> bool {
         .all(|t| tolerates(tolerations, t))
 }
 
+/// NodeUnschedulable: a cordoned node takes pods that tolerate `node.kubernetes.io/unschedulable:NoSchedule`
+/// (DaemonSet pods do).
+fn tolerates_unschedulable(pod: &Pod) -> bool {
+    let taint = Taint {
+        key: "node.kubernetes.io/unschedulable".into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    };
+    let tolerations = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or(&[]);
+    tolerates(tolerations, &taint)
+}
+
 fn pod_capacity(node: &Node) -> usize {
     node.status
         .as_ref()
@@ -166,7 +185,9 @@ pub fn pick_node(pod: &Pod, nodes: &[Node], load: &HashMap<String, usize>) -> Re
         let name = node.metadata.name.as_deref().unwrap_or("");
         let misfit = if !node_ready(node) {
             Some(Misfit::NotReady)
-        } else if node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false) {
+        } else if node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
+            && !tolerates_unschedulable(pod)
+        {
             Some(Misfit::Unschedulable)
         } else if !selector_fits(pod, node) {
             Some(Misfit::Selector)
@@ -423,6 +444,42 @@ mod tests {
             pick_node(&pod(affinity), &nodes, &HashMap::new()),
             Ok("b".to_string())
         );
+    }
+
+    #[test]
+    fn match_fields_on_metadata_name_pin_a_daemon_pod_to_its_node() {
+        let nodes = vec![
+            node("a", true, json!({}), json!([])),
+            node("b", true, json!({}), json!([])),
+        ];
+        let affinity = |op: &str, name: &str| {
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": op, "values": [name]}]}]}}}})
+        };
+        let load = HashMap::from([("a".to_string(), 1)]);
+        assert_eq!(
+            pick_node(&pod(affinity("In", "a")), &nodes, &load),
+            Ok("a".to_string())
+        );
+        assert_eq!(
+            pick_node(&pod(affinity("NotIn", "b")), &nodes, &load),
+            Ok("a".to_string())
+        );
+        assert!(pick_node(&pod(affinity("In", "c")), &nodes, &load).is_err());
+        // Another field key matches nothing.
+        let other = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["a"]}]}]}}}});
+        assert!(pick_node(&pod(other), &nodes, &load).is_err());
+    }
+
+    #[test]
+    fn a_cordoned_node_takes_only_pods_that_tolerate_unschedulable() {
+        let mut n = node("a", true, json!({}), json!([]));
+        n.spec.as_mut().unwrap().unschedulable = Some(true);
+        let nodes = vec![n];
+        assert!(pick_node(&pod(json!({})), &nodes, &HashMap::new()).is_err());
+        let tol = json!({"tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]});
+        assert_eq!(pick_node(&pod(tol), &nodes, &HashMap::new()), Ok("a".to_string()));
     }
 
     #[test]

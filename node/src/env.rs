@@ -17,7 +17,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, ObjectFieldSelector, Pod, ResourceFieldSelector, Secret,
+    ConfigMap, Container, ObjectFieldSelector, PersistentVolume, PersistentVolumeClaim, Pod,
+    ResourceFieldSelector, Secret,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -28,6 +29,14 @@ pub trait ObjectLookup {
     fn config_map(&self, namespace: &str, name: &str) -> Option<&ConfigMap>;
     /// The Secret `namespace/name`.
     fn secret(&self, namespace: &str, name: &str) -> Option<&Secret>;
+    /// The PersistentVolumeClaim `namespace/name` (for `persistentVolumeClaim` volumes).
+    fn persistent_volume_claim(&self, _namespace: &str, _name: &str) -> Option<&PersistentVolumeClaim> {
+        None
+    }
+    /// The PersistentVolume `name` a claim is bound to.
+    fn persistent_volume(&self, _name: &str) -> Option<&PersistentVolume> {
+        None
+    }
     /// The token of the pod's `serviceAccountToken` projection with this audience (empty: the API
     /// server's) and expirationSeconds, or why it could not be had; `None` when nobody asked for it.
     fn service_account_token(&self, audience: &str, expiration_seconds: i64) -> Option<Result<&str, &str>> {
@@ -41,6 +50,8 @@ pub trait ObjectLookup {
 pub struct Objects {
     config_maps: BTreeMap<(String, String), ConfigMap>,
     secrets: BTreeMap<(String, String), Secret>,
+    claims: BTreeMap<(String, String), PersistentVolumeClaim>,
+    volumes: BTreeMap<String, PersistentVolume>,
     /// Tokens of the pod's projections by (audience, expirationSeconds) (the token manager's).
     tokens: BTreeMap<(String, i64), Result<String, String>>,
 }
@@ -61,6 +72,18 @@ impl Objects {
     pub fn insert_secret(&mut self, secret: Secret) {
         let key = object_key(&secret.metadata);
         self.secrets.insert(key, secret);
+    }
+
+    /// Adds (or replaces) a PersistentVolumeClaim, keyed by its namespace and name.
+    pub fn insert_claim(&mut self, claim: PersistentVolumeClaim) {
+        let key = object_key(&claim.metadata);
+        self.claims.insert(key, claim);
+    }
+
+    /// Adds (or replaces) a PersistentVolume, keyed by its name.
+    pub fn insert_volume(&mut self, volume: PersistentVolume) {
+        self.volumes
+            .insert(volume.metadata.name.clone().unwrap_or_default(), volume);
     }
 
     /// Adds the token (or the error) of a `serviceAccountToken` projection.
@@ -98,6 +121,14 @@ impl ObjectLookup for Objects {
         self.secrets.get(&(namespace.to_owned(), name.to_owned()))
     }
 
+    fn persistent_volume_claim(&self, namespace: &str, name: &str) -> Option<&PersistentVolumeClaim> {
+        self.claims.get(&(namespace.to_owned(), name.to_owned()))
+    }
+
+    fn persistent_volume(&self, name: &str) -> Option<&PersistentVolume> {
+        self.volumes.get(name)
+    }
+
     fn service_account_token(&self, audience: &str, expiration_seconds: i64) -> Option<Result<&str, &str>> {
         self.tokens
             .get(&(audience.to_owned(), expiration_seconds))
@@ -114,6 +145,8 @@ pub struct References {
     pub config_maps: BTreeSet<String>,
     /// Secret names.
     pub secrets: BTreeSet<String>,
+    /// PersistentVolumeClaim names (their volumes are fetched with them).
+    pub claims: BTreeSet<String>,
 }
 
 /// See [`References`].
@@ -161,6 +194,9 @@ pub fn references(pod: &Pod) -> References {
         }
         if let Some(name) = volume.secret.as_ref().and_then(|s| s.secret_name.clone()) {
             refs.secrets.insert(name);
+        }
+        if let Some(pvc) = &volume.persistent_volume_claim {
+            refs.claims.insert(pvc.claim_name.clone());
         }
         for source in volume.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
             if let Some(cm) = &source.config_map {

@@ -25,8 +25,11 @@
 //! * Secret volumes live on disk in the data dir, not on a tmpfs.
 //! * No `fsGroup` ownership change, no SELinux relabel; `mountPropagation` is ignored.
 //! * `clusterTrustBundle` projections are skipped; everything but emptyDir, hostPath, configMap, secret,
-//!   downwardAPI and projected is an "unsupported volume" error. `serviceAccountToken` projections are
-//!   written from the tokens the worker got from [`crate::token_manager`].
+//!   downwardAPI, projected and persistentVolumeClaim is an "unsupported volume" error.
+//!   `serviceAccountToken` projections are written from the tokens the worker got from
+//!   [`crate::token_manager`].
+//! * A `persistentVolumeClaim` volume is bound like a hostPath volume: claim → bound volume → its hostPath
+//!   (or `local.path`) directory; a claim not bound yet fails the setup until it is.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -36,8 +39,8 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, DownwardAPIVolumeFile, EmptyDirVolumeSource, HostPathVolumeSource, KeyToPath, Pod,
-    Secret, Volume,
+    ConfigMap, Container, DownwardAPIVolumeFile, EmptyDirVolumeSource, HostPathVolumeSource, KeyToPath,
+    PersistentVolumeClaimVolumeSource, Pod, Secret, Volume,
 };
 
 use crate::env::{self, EnvError, ObjectLookup, RuntimeInfo};
@@ -91,6 +94,32 @@ pub enum SetUpError {
     SecretKeyNotFound {
         /// The key.
         key: String,
+    },
+    /// The claim a `persistentVolumeClaim` volume names does not exist.
+    #[error("persistentvolumeclaim \"{name}\" not found")]
+    ClaimNotFound {
+        /// Its name.
+        name: String,
+    },
+    /// The claim is not bound to a volume yet (the kubelet's `getPVCExtractPV`).
+    #[error(
+        "PVC {namespace}/{name} has non-bound phase ({phase:?}) or empty pvc.Spec.VolumeName ({volume:?})"
+    )]
+    ClaimNotBound {
+        /// The claim's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Its phase.
+        phase: String,
+        /// Its `spec.volumeName`.
+        volume: String,
+    },
+    /// The volume a claim is bound to does not exist, or is bound to another claim.
+    #[error("persistentvolume \"{name}\" not found")]
+    VolumeNotFound {
+        /// Its name.
+        name: String,
     },
     /// A hostPath `type` check failed (`checkTypeInternal`).
     #[error("hostPath type check failed: {path} is not a {what}")]
@@ -236,6 +265,9 @@ impl VolumeError {
             match e {
                 SetUpError::ConfigMapNotFound { .. }
                 | SetUpError::SecretNotFound { .. }
+                | SetUpError::ClaimNotFound { .. }
+                | SetUpError::ClaimNotBound { .. }
+                | SetUpError::VolumeNotFound { .. }
                 | SetUpError::ConfigMapKeyNotFound { .. }
                 | SetUpError::SecretKeyNotFound { .. } => true,
                 SetUpError::Aggregate(all) => all.iter().any(missing),
@@ -863,6 +895,10 @@ impl VolumeHost {
                 false,
             ));
         }
+        if let Some(source) = &volume.persistent_volume_claim {
+            let (path, read_only) = claim_host_path(namespace, source, objects).map_err(fail)?;
+            return Ok((PreparedVolume::Host { path, read_only }, false));
+        }
         if let Some(source) = &volume.config_map {
             let optional = source.optional == Some(true);
             let payload = config_map_payload(
@@ -1196,6 +1232,58 @@ fn downward_api_payload(
         1 => Err(errors.remove(0)),
         _ => Err(SetUpError::Aggregate(errors)),
     }
+}
+
+/// A `persistentVolumeClaim` volume: claim → bound volume → its hostPath (or `local.path`), set up like a
+/// hostPath volume. A claim not bound yet fails, so the pod waits in ContainerCreating until it is.
+fn claim_host_path(
+    namespace: &str,
+    source: &PersistentVolumeClaimVolumeSource,
+    objects: &dyn ObjectLookup,
+) -> Result<(PathBuf, bool), SetUpError> {
+    let name = &source.claim_name;
+    let claim = objects
+        .persistent_volume_claim(namespace, name)
+        .ok_or_else(|| SetUpError::ClaimNotFound { name: name.clone() })?;
+    let phase = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default();
+    let volume_name = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.clone())
+        .unwrap_or_default();
+    if phase != "Bound" || volume_name.is_empty() {
+        return Err(SetUpError::ClaimNotBound {
+            namespace: namespace.to_owned(),
+            name: name.clone(),
+            phase,
+            volume: volume_name,
+        });
+    }
+    let volume = objects
+        .persistent_volume(&volume_name)
+        .filter(|v| {
+            v.spec
+                .as_ref()
+                .and_then(|s| s.claim_ref.as_ref())
+                .is_some_and(|r| r.uid.is_none() || r.uid == claim.metadata.uid)
+        })
+        .ok_or(SetUpError::VolumeNotFound { name: volume_name })?;
+    let spec = volume.spec.as_ref();
+    let read_only = source.read_only == Some(true);
+    if let Some(host_path) = spec.and_then(|s| s.host_path.as_ref()) {
+        check_host_path(host_path)?;
+        return Ok((PathBuf::from(&host_path.path), read_only));
+    }
+    if let Some(local) = spec.and_then(|s| s.local.as_ref()) {
+        return Ok((PathBuf::from(&local.path), read_only));
+    }
+    Err(SetUpError::Unsupported(
+        "persistentVolume sources other than hostPath and local".to_owned(),
+    ))
 }
 
 /// hostpath `checkTypeInternal`: `DirectoryOrCreate` makes the directory (0755) and `FileOrCreate` the
@@ -1774,15 +1862,78 @@ mod tests {
                 .to_string(),
             "cannot find volume \"ghost\" to mount into container \"app\""
         );
-        let pvc = pod_json_volume(json!({"name": "data", "persistentVolumeClaim": {"claimName": "c"}}));
+        let nfs = pod_json_volume(json!({"name": "data", "nfs": {"server": "s", "path": "/"}}));
         let err = host(&dir)
-            .setup_pod(&pvc, &Objects::new(), &RuntimeInfo::default())
+            .setup_pod(&nfs, &Objects::new(), &RuntimeInfo::default())
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "MountVolume.SetUp failed for volume \"data\" : persistentVolumeClaim volumes are not supported by \
-             kubeling"
+            "MountVolume.SetUp failed for volume \"data\" : nfs volumes are not supported by kubeling"
         );
+    }
+
+    #[test]
+    fn claim_volumes_mount_the_bound_volumes_host_path_and_wait_while_unbound() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("pv-dir");
+        let pod = pod(
+            json!([{"name": "www", "persistentVolumeClaim": {"claimName": "www-web-0"}}]),
+            json!([{"name": "www", "mountPath": "/data"}]),
+        );
+        let claim =
+            |phase: &str, volume: Option<&str>| -> k8s_openapi::api::core::v1::PersistentVolumeClaim {
+                serde_json::from_value(json!({
+                    "metadata": {"name": "www-web-0", "namespace": "ns", "uid": "c-uid"},
+                    "spec": {"volumeName": volume},
+                    "status": {"phase": phase}
+                }))
+                .unwrap()
+            };
+        let volume: k8s_openapi::api::core::v1::PersistentVolume = serde_json::from_value(json!({
+            "metadata": {"name": "pvc-c-uid"},
+            "spec": {"claimRef": {"namespace": "ns", "name": "www-web-0", "uid": "c-uid"},
+                     "hostPath": {"path": target, "type": "DirectoryOrCreate"}}
+        }))
+        .unwrap();
+        let host = host(&dir);
+        let err = host
+            .setup_pod(&pod, &Objects::new(), &RuntimeInfo::default())
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "MountVolume.SetUp failed for volume \"www\" : persistentvolumeclaim \"www-web-0\" not found"
+        );
+        assert!(err.is_missing_object());
+        let mut objects = Objects::new();
+        objects.insert_claim(claim("Pending", None));
+        let err = host
+            .setup_pod(&pod, &objects, &RuntimeInfo::default())
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "MountVolume.SetUp failed for volume \"www\" : PVC ns/www-web-0 has non-bound phase (\"Pending\") or \
+             empty pvc.Spec.VolumeName (\"\")"
+        );
+        objects.insert_claim(claim("Bound", Some("pvc-c-uid")));
+        let err = host
+            .setup_pod(&pod, &objects, &RuntimeInfo::default())
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("persistentvolume \"pvc-c-uid\" not found"),
+            "{err}"
+        );
+        objects.insert_volume(volume);
+        let volumes = host.setup_pod(&pod, &objects, &RuntimeInfo::default()).unwrap();
+        assert!(target.is_dir(), "DirectoryOrCreate made it");
+        let mounts = volumes.container_mounts(container(&pod), &[]).unwrap();
+        assert_eq!(mounts.binds[0].host_path, target.to_string_lossy());
+        assert_eq!(mounts.binds[0].container_path, "/data");
+        assert!(!mounts.binds[0].read_only);
+        // The pod directory's removal leaves the volume alone.
+        std::fs::write(target.join("keep"), "x").unwrap();
+        host.remove_pod("uid-1").unwrap();
+        assert!(target.join("keep").exists());
     }
 
     fn pod_json_volume(volume: serde_json::Value) -> Pod {

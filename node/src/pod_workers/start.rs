@@ -426,6 +426,20 @@ impl Worker {
                 objects.insert_secret(s);
             }
         }
+        let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+            Api::namespaced(self.k.client.clone(), ns);
+        let volumes: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(self.k.client.clone());
+        for name in &refs.claims {
+            if let Ok(Some(c)) = claims.get_opt(name).await {
+                let bound = c.spec.as_ref().and_then(|s| s.volume_name.clone());
+                objects.insert_claim(c);
+                if let Some(v) = bound.filter(|v| !v.is_empty())
+                    && let Ok(Some(pv)) = volumes.get_opt(&v).await
+                {
+                    objects.insert_volume(pv);
+                }
+            }
+        }
         for key in crate::token_manager::pod_token_keys(pod) {
             let token = self.k.tokens.get(&key).await;
             objects.insert_token(&key.audience, key.expiration_seconds, token);
