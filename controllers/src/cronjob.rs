@@ -168,7 +168,9 @@ pub fn most_recent_schedule_time(
         .map(|t| t.0)
         .unwrap_or(now);
     if include_starting_deadline && let Some(d) = cj.spec.as_ref().and_then(|s| s.starting_deadline_seconds) {
-        let deadline = now - SignedDuration::from_secs(d);
+        let deadline = now
+            .checked_sub(SignedDuration::from_secs(d))
+            .unwrap_or(Timestamp::MIN);
         if deadline > earliest {
             earliest = deadline;
         }
@@ -272,7 +274,10 @@ pub fn decide_schedule(cj: &CronJob, now: Timestamp, sched: &Schedule) -> Result
     let spec = cj.spec.as_ref();
     let later = next_schedule_delay(cj, now, sched);
     if let Some(d) = spec.and_then(|s| s.starting_deadline_seconds)
-        && scheduled + SignedDuration::from_secs(d) < now
+        && scheduled
+            .checked_add(SignedDuration::from_secs(d))
+            .unwrap_or(Timestamp::MAX)
+            < now
     {
         return Ok((Step::Missed(scheduled, later), too_many));
     }
@@ -548,7 +553,12 @@ impl Reconciler for CronJobController {
         let jobs: Vec<&Job> = all_jobs
             .iter()
             .map(|j| j.as_ref())
-            .filter(|j| controller_of(&j.metadata).is_some_and(|r| r.kind == "CronJob" && r.name == name))
+            .filter(|j| {
+                // By UID: Jobs orphaned from an earlier CronJob of the same name are not this one's.
+                controller_of(&j.metadata).is_some_and(|r| {
+                    r.kind == "CronJob" && r.name == name && Some(&r.uid) == shared.metadata.uid.as_ref()
+                })
+            })
             .collect();
         let mut update = false;
 
@@ -790,7 +800,8 @@ impl CronJobController {
                     .and_then(|s| s.active.as_ref())
                     .is_some_and(|a| a.iter().any(|r| r.uid == existing.metadata.uid));
                 if !ours || listed {
-                    return Ok(None);
+                    // Keep the schedule going: the next time is still ours to run.
+                    return Ok(next_schedule_delay(cj, Timestamp::now(), &sched));
                 }
                 existing
             }

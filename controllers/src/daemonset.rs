@@ -948,12 +948,14 @@ impl Reconciler for DaemonSetController {
             .and_then(|l| l.get(HASH_LABEL).cloned())
             .unwrap_or_default();
 
+        // Expectations first, then the cache (upstream's order): a pod that lands in between is then seen
+        // by the next sync, not counted as satisfied against a list that lacks it.
+        let satisfied = self.expectations.satisfied(key);
         let pods = self.claim_pods(&ds, ns).await?;
         let by_node = pods_by_node(&pods, false);
         let now = Timestamp::now();
         let mut failure: Option<Error> = None;
         let mut requeue: Option<Duration> = None;
-        let satisfied = self.expectations.satisfied(key);
         if satisfied {
             let plan = manage(&ds, &nodes, &by_node, &hash, now);
             let mut delete = plan.delete.clone();
@@ -1207,7 +1209,11 @@ impl DaemonSetController {
                 if r.is_err() {
                     self.expectations.deletion_observed(key, &pkey);
                 }
-                r
+                // Already gone is done.
+                match r {
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    r => r,
+                }
             }
         }))
         .await;

@@ -486,11 +486,16 @@ pub fn start(ctx: &Arc<Context>, cancel: CancellationToken) -> BoxFuture<'static
     services.on_change(move |c| q.add(key_of(c.object().as_ref())));
     let (q, s) = (queue.clone(), services.clone());
     pods.on_change(move |c| enqueue_pod_services(&q, &s, c));
-    let q = queue.clone();
+    let (q, e) = (queue.clone(), Arc::downgrade(&endpoints));
     endpoints.on_change(move |c| {
-        // A deleted Endpoints of a live Service is written again; a leftover of a gone Service deleted.
-        if let Change::Deleted(e) | Change::Added(e) = c {
-            q.add(key_of(e.as_ref()));
+        // A deleted Endpoints of a live Service is written again; leftovers of gone Services are looked at
+        // once, in the first list (upstream's checkLeftoverEndpoints). A new Endpoints is not: a user may
+        // write one before its selector-less Service.
+        let first_list = e.upgrade().is_some_and(|e| !e.has_synced());
+        match c {
+            Change::Deleted(o) => q.add(key_of(o.as_ref())),
+            Change::Added(o) if first_list => q.add(key_of(o.as_ref())),
+            _ => {}
         }
     });
     let reconciler = Arc::new(Controller {
@@ -534,7 +539,9 @@ impl Reconciler for Controller {
         let (ns, name) = split_key(k);
         let api: Api<Endpoints> = Api::namespaced(self.client.clone(), ns);
         let Some(svc) = self.services.get(k) else {
-            if self.endpoints.get(k).is_some() {
+            // The cache may lag behind a Service just created: ask before deleting its Endpoints.
+            let live: Api<Service> = Api::namespaced(self.client.clone(), ns);
+            if self.endpoints.get(k).is_some() && live.get_opt(name).await?.is_none() {
                 match api.delete(name, &DeleteParams::default()).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 404 => {}

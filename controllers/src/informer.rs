@@ -154,7 +154,10 @@ where
 
     fn notify(&self, change: Change<'_, K>) {
         for h in self.handlers.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            h(&change);
+            // A panicking handler must not end the informer (every controller reads its cache).
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(&change))).is_err() {
+                tracing::error!(kind = %K::kind(&()), "an informer handler panicked");
+            }
         }
     }
 
@@ -231,7 +234,12 @@ where
                         tracing::warn!(kind = %K::kind(&()), "the API server does not serve this kind");
                         self.synced.send_replace(true);
                     }
-                    tracing::debug!(kind = %K::kind(&()), error = %e, "watch failed; retrying")
+                    if !self.has_synced() {
+                        // Every controller's workers wait for every first list: say why this one is late.
+                        tracing::warn!(kind = %K::kind(&()), error = %e, "listing failed; retrying")
+                    } else {
+                        tracing::debug!(kind = %K::kind(&()), error = %e, "watch failed; retrying")
+                    }
                 }
                 None => return,
             }

@@ -161,7 +161,11 @@ pub async fn hold(client: &kube::Client, cfg: &LeaderConfig, cancel: &Cancellati
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(cfg.retry_period) => {}
         }
-        if try_acquire_or_renew(client, cfg).await {
+        // A call that hangs (an API server that stalls) must not keep us leading past the lease.
+        let renewed = tokio::time::timeout(cfg.renew_deadline, try_acquire_or_renew(client, cfg))
+            .await
+            .unwrap_or(false);
+        if renewed {
             last_renewed = tokio::time::Instant::now();
         } else if last_renewed.elapsed() >= cfg.renew_deadline {
             tracing::warn!(identity = %cfg.identity, "leader lease lost");

@@ -49,6 +49,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use client::events::Recorder;
+use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
@@ -158,7 +159,11 @@ pub async fn run_workers(
         let r = reconciler.clone();
         tasks.push(tokio::spawn(async move {
             while let Some(key) = queue.get().await {
-                match r.sync(&key).await {
+                // A panic in one sync must not take the worker, or leave the key marked in progress
+                // forever: it becomes an error, retried with backoff.
+                let outcome = std::panic::AssertUnwindSafe(r.sync(&key)).catch_unwind().await;
+                let outcome = outcome.unwrap_or_else(|_| Err(Error::Other(format!("sync of {key} panicked"))));
+                match outcome {
                     Ok(None) => queue.forget(&key),
                     Ok(Some(after)) => {
                         queue.forget(&key);

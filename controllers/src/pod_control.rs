@@ -109,8 +109,8 @@ impl PodControl {
         }
     }
 
-    /// Delete the pod `ns/name` (with its UID as precondition when given); a 404 counts as done, with no
-    /// event. `SuccessfulDelete 'Deleted pod: X'` or Warning `FailedDelete 'Error deleting: E'`.
+    /// Delete the pod `ns/name` (with its UID as precondition when given); a 404 is returned as an error
+    /// but records no event (upstream lowers the expectation for it too). `SuccessfulDelete 'Deleted pod: X'` or Warning `FailedDelete 'Error deleting: E'`.
     pub async fn delete(
         &self,
         ns: &str,
@@ -136,7 +136,9 @@ impl PodControl {
                 );
                 Ok(())
             }
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            // Already gone: no event; the caller lowers its deletion expectation as for a failure (the
+            // informer may have shown the delete before the expectation was recorded) and syncs again.
+            Err(kube::Error::Api(s)) if s.code == 404 => Err(kube::Error::Api(s)),
             Err(e) => {
                 self.recorder.emit(
                     owner.clone(),

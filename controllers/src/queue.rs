@@ -29,6 +29,9 @@ struct State {
     dirty: HashSet<String>,
     processing: HashSet<String>,
     failures: HashMap<String, u32>,
+    /// Keys waiting for a delayed add, with when: one timer per key, the earliest (client-go's delaying
+    /// queue keeps the earlier of two times for a key).
+    waiting: HashMap<String, tokio::time::Instant>,
     shut_down: bool,
 }
 
@@ -96,18 +99,38 @@ impl WorkQueue {
         }
     }
 
-    /// Queue `key` after `delay` (at once when it is zero).
+    /// Queue `key` after `delay` (at once when it is zero). A key already waiting for an earlier time keeps
+    /// that; a later one is brought forward.
     pub fn add_after(self: &Arc<Self>, key: impl Into<String>, delay: Duration) {
         let key = key.into();
         if delay.is_zero() {
             self.add(key);
             return;
         }
+        let at = tokio::time::Instant::now() + delay;
+        {
+            let mut s = self.lock();
+            if s.shut_down || s.waiting.get(&key).is_some_and(|t| *t <= at) {
+                return;
+            }
+            s.waiting.insert(key.clone(), at);
+        }
         let me = Arc::downgrade(self);
         tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
+            tokio::time::sleep_until(at).await;
             if let Some(q) = me.upgrade() {
-                q.add(key);
+                let due = {
+                    let mut s = q.lock();
+                    // A timer brought forward since has fired (or will) in our place.
+                    let mine = s.waiting.get(&key) == Some(&at);
+                    if mine {
+                        s.waiting.remove(&key);
+                    }
+                    mine
+                };
+                if due {
+                    q.add(key);
+                }
             }
         });
     }
@@ -255,6 +278,19 @@ mod tests {
         assert_eq!(q.retries("a"), 2);
         q.forget("a");
         assert_eq!(q.retries("a"), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delayed_key_keeps_its_earliest_time_and_is_added_once() {
+        let q = WorkQueue::new("t");
+        q.add_after("a", Duration::from_secs(10));
+        q.add_after("a", Duration::from_secs(60));
+        q.add_after("a", Duration::from_secs(5));
+        tokio::time::sleep(Duration::from_millis(5100)).await;
+        assert_eq!(q.get().await.as_deref(), Some("a"), "brought forward to 5 s");
+        q.done("a");
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        assert!(q.is_empty(), "the superseded timers do not add it again");
     }
 
     #[tokio::test]

@@ -574,6 +574,11 @@ impl ReplicaSetController {
                         let name = p.name_any();
                         match self.pod_control.delete(ns, &name, None, rs_ref).await {
                             Ok(()) => Ok(()),
+                            // Already gone: its delete event may have come before the expectation.
+                            Err(kube::Error::Api(s)) if s.code == 404 => {
+                                self.expectations.deletion_observed(key, &key_of(p.as_ref()));
+                                Ok(())
+                            }
                             Err(e) => {
                                 self.expectations.deletion_observed(key, &key_of(p.as_ref()));
                                 Err(e)

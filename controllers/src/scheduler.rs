@@ -297,6 +297,13 @@ pub async fn run(client: kube::Client, cancel: CancellationToken) {
                     *load.entry(n.to_string()).or_default() += 1;
                 }
             }
+            // Forget verdicts about pods that no longer wait (deleted, or bound elsewhere).
+            let waiting: std::collections::HashSet<&str> = all_pods
+                .iter()
+                .filter(|p| wants_us(p))
+                .filter_map(|p| p.metadata.uid.as_deref())
+                .collect();
+            reported.retain(|uid, _| waiting.contains(uid.as_str()));
             for pod in all_pods.iter().filter(|p| wants_us(p)) {
                 let uid = pod.metadata.uid.clone().unwrap_or_default();
                 match pick_node(pod, &node_list, &load) {

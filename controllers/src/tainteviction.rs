@@ -35,32 +35,30 @@ fn tolerates(t: &Toleration, taint: &Taint) -> bool {
     crate::scheduler::tolerates(std::slice::from_ref(t), taint)
 }
 
-/// Upstream's `getMinTolerationTime` over the NoExecute taints (pure).
+/// Upstream's `GetMatchingTolerations` + `getMinTolerationTime` over the NoExecute taints (pure): for each
+/// taint the first toleration that tolerates it; the shortest `tolerationSeconds` among those (≤ 0: now;
+/// none with seconds: never).
 pub fn eviction(tolerations: &[Toleration], taints: &[Taint]) -> Eviction {
     let no_execute: Vec<&Taint> = taints.iter().filter(|t| t.effect == "NoExecute").collect();
     if no_execute.is_empty() {
         return Eviction::Never;
     }
-    let mut shortest: Option<i64> = None;
+    let mut used: Vec<&Toleration> = Vec::new();
     for taint in no_execute {
-        let matching: Vec<&Toleration> = tolerations.iter().filter(|t| tolerates(t, taint)).collect();
-        if matching.is_empty() {
+        match tolerations.iter().find(|t| tolerates(t, taint)) {
+            Some(t) => used.push(t),
+            None => return Eviction::Now,
+        }
+    }
+    let mut shortest: Option<i64> = None;
+    for secs in used.iter().filter_map(|t| t.toleration_seconds) {
+        if secs <= 0 {
             return Eviction::Now;
         }
-        // A taint tolerated by several tolerations: the one without seconds wins (forever).
-        if matching.iter().any(|t| t.toleration_seconds.is_none()) {
-            continue;
-        }
-        let secs = matching
-            .iter()
-            .filter_map(|t| t.toleration_seconds)
-            .max()
-            .unwrap_or(0);
         shortest = Some(shortest.map_or(secs, |s| s.min(secs)));
     }
     match shortest {
         None => Eviction::Never,
-        Some(s) if s <= 0 => Eviction::Now,
         Some(s) => Eviction::After(Duration::from_secs(s as u64)),
     }
 }
@@ -112,7 +110,8 @@ impl Evictor {
                 }
                 Eviction::Now => self.evict(&pod).await,
                 Eviction::After(d) => {
-                    let at = *self.scheduled.get(&uid).unwrap_or(&(now + d));
+                    // Tolerations may have shortened since it was scheduled: the earlier time wins.
+                    let at = self.scheduled.get(&uid).map_or(now + d, |t| (*t).min(now + d));
                     if at <= now {
                         self.evict(&pod).await;
                     } else {
@@ -236,9 +235,14 @@ mod tests {
         );
         assert_eq!(eviction(&[tol("a", Some(0)), tol("b", None)], &t), Eviction::Now);
         assert_eq!(
-            eviction(&[tol("a", Some(5)), tol("a", None), tol("b", None)], &t),
+            eviction(&[tol("a", None), tol("a", Some(5)), tol("b", None)], &t),
             Eviction::Never,
-            "a toleration without seconds tolerates forever"
+            "the first matching toleration counts: without seconds, forever"
+        );
+        assert_eq!(
+            eviction(&[tol("a", Some(5)), tol("a", None), tol("b", None)], &t),
+            Eviction::After(Duration::from_secs(5)),
+            "the first matching toleration counts: 5 s"
         );
     }
 }

@@ -118,7 +118,7 @@ pub fn finish_time(pod: &Pod) -> Timestamp {
     }
     if let Some(d) = pod.metadata.deletion_timestamp.as_ref() {
         let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
-        return d.0 - SignedDuration::from_secs(grace);
+        return d.0.checked_sub(SignedDuration::from_secs(grace)).unwrap_or(d.0);
     }
     pod.metadata
         .creation_timestamp

@@ -268,7 +268,9 @@ pub fn finished_condition(
     if let (Some(secs), Some(start)) = (deadline, start)
         && !suspended(job)
     {
-        let ends = start + SignedDuration::from_secs(secs);
+        let ends = start
+            .checked_add(SignedDuration::from_secs(secs))
+            .unwrap_or(Timestamp::MAX);
         if now >= ends {
             return Finish {
                 condition: Some(new_condition(

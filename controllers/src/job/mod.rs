@@ -230,7 +230,10 @@ impl JobController {
                     deadline(new),
                 ) && deadline(old) != Some(secs)
                 {
-                    let ends = start.0 + jiff::SignedDuration::from_secs(secs);
+                    let ends = start
+                        .0
+                        .checked_add(jiff::SignedDuration::from_secs(secs))
+                        .unwrap_or(jiff::Timestamp::MAX);
                     let left = jiff::Timestamp::now().duration_until(ends);
                     self.queue.add_after(
                         key,

@@ -359,13 +359,22 @@ async fn delete_active_pods(
     let mut err = None;
     for (p, r) in results {
         match r {
-            Ok(()) => deleted += 1,
+            // Gone already counts as deleted.
+            Ok(()) => {
+                deleted += 1;
+                if podutil::is_ready(p) {
+                    deleted_ready += 1;
+                }
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                deleted += 1;
+                if podutil::is_ready(p) {
+                    deleted_ready += 1;
+                }
+            }
             Err(e) => {
                 err.get_or_insert(Error::from(e));
             }
-        }
-        if podutil::is_ready(p) {
-            deleted_ready += 1;
         }
     }
     (deleted_ready, deleted, err)
@@ -434,14 +443,24 @@ async fn manage(
             let (mut count, mut ready, mut err) = (0, 0, None);
             for (p, r) in results {
                 match r {
-                    Ok(()) => count += 1,
+                    Ok(()) => {
+                        count += 1;
+                        if podutil::is_ready(p) {
+                            ready += 1;
+                        }
+                    }
+                    // Already gone: counted, and not waited for (its delete event may have come already).
+                    Err(kube::Error::Api(s)) if s.code == 404 => {
+                        c.expectations.deletion_observed(key, &key_of(*p));
+                        count += 1;
+                        if podutil::is_ready(p) {
+                            ready += 1;
+                        }
+                    }
                     Err(e) => {
                         c.expectations.deletion_observed(key, &key_of(*p));
                         err.get_or_insert(Error::from(e));
                     }
-                }
-                if podutil::is_ready(p) {
-                    ready += 1;
                 }
             }
             Managed::Deleted { ready, count, err }

@@ -466,7 +466,7 @@ pub fn plan(inp: &Inputs<'_>) -> Plan {
     complete_rolling_update(set, &mut status);
     let write_status = inconsistent(&Status::of(set), &status);
     let requeue =
-        (min_ready > 0 && status.available_replicas != n).then(|| Duration::from_secs(min_ready as u64));
+        (min_ready > 0 && status.available_replicas != n).then(|| Duration::from_secs(min_ready as u64 + 1));
     Plan {
         groups,
         status,

@@ -136,7 +136,7 @@ fn pod_changed(sets: &Informer<StatefulSet>, queue: &Arc<WorkQueue>, change: &Ch
                         let key = key_of(s.as_ref());
                         let min_ready = s.spec.as_ref().and_then(|sp| sp.min_ready_seconds).unwrap_or(0);
                         if !podutil::is_ready(old) && podutil::is_ready(new) && min_ready > 0 {
-                            queue.add_after(key.clone(), Duration::from_secs(min_ready as u64));
+                            queue.add_after(key.clone(), Duration::from_secs(min_ready as u64 + 1));
                         }
                         queue.add(key);
                     }

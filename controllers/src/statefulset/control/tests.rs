@@ -443,7 +443,8 @@ fn status_counts_and_min_ready_seconds_requeue() {
             collision_count: 0,
         }
     );
-    assert_eq!(p.requeue, Some(Duration::from_secs(10)));
+    // minReadySeconds 10, plus a second: availability needs the time strictly passed, in whole seconds.
+    assert_eq!(p.requeue, Some(Duration::from_secs(11)));
     assert!(p.write_status);
     assert_eq!(p.status.patch()["status"]["readyReplicas"], 1);
 }
