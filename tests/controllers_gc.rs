@@ -79,6 +79,101 @@ fn garbage_collector_namespace_and_endpoints_controllers() {
     dangling_owner(&c);
     namespace_waits_for_its_content(&c);
     service_endpoints_follow_pods(&c);
+    deployment_cascades(&c);
+}
+
+fn names(c: &Cluster, ns: &str, what: &str, selector: &str) -> Vec<String> {
+    let out = c.ok(&["-n", ns, "get", what, "-l", selector, "-o", "name"]);
+    out.lines().map(str::to_string).collect()
+}
+
+/// Cases 30-32 with Deployments: a plain delete takes the ReplicaSet and pods; `--cascade=orphan` leaves the
+/// ReplicaSet without owner references and its pods running; `--cascade=foreground` keeps the owner with the
+/// `foregroundDeletion` finalizer until its pods are gone.
+fn deployment_cascades(c: &Cluster) {
+    let ns = "gc-deploy";
+    new_namespace(c, ns);
+    let image = format!("--image={}", testbox_image::ensure_testbox_image());
+    // `keep`'s pods take a second to stop, so the foreground-held ReplicaSet is seen before it goes.
+    for (name, extra) in [("web", None), ("keep", Some("--sigterm-delay=1"))] {
+        let mut args = vec![
+            "-n",
+            ns,
+            "create",
+            "deployment",
+            name,
+            &image,
+            "--replicas=2",
+            "--",
+            "/testbox",
+            "sleep",
+        ];
+        args.extend(extra);
+        c.ok(&args);
+    }
+    for name in ["web", "keep"] {
+        c.ok(&[
+            "-n",
+            ns,
+            "rollout",
+            "status",
+            &format!("deployment/{name}"),
+            "--timeout=120s",
+        ]);
+    }
+
+    let out = c.ok(&["-n", ns, "delete", "deployment", "web"]);
+    assert!(out.contains("deployment.apps \"web\" deleted"), "{out}");
+    eventually(WAIT, "web's ReplicaSet and pods to be gone", || {
+        (names(c, ns, "rs", "app=web").is_empty() && names(c, ns, "pods", "app=web").is_empty()).then_some(())
+    });
+
+    let pods_before = names(c, ns, "pods", "app=keep");
+    assert_eq!(pods_before.len(), 2);
+    c.ok(&["-n", ns, "delete", "deployment", "keep", "--cascade=orphan"]);
+    let rs = eventually(WAIT, "the orphaned ReplicaSet without owner references", || {
+        let out = c.ok(&["-n", ns, "get", "rs", "-l", "app=keep", "-o", "json"]);
+        let list = json_of(&out);
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        (items.len() == 1
+            && items[0]["metadata"]["ownerReferences"]
+                .as_array()
+                .is_none_or(|r| r.is_empty()))
+        .then(|| items[0]["metadata"]["name"].as_str().unwrap_or("").to_string())
+    });
+    assert!(gone(c, ns, "deployment/keep"));
+    assert_eq!(
+        names(c, ns, "pods", "app=keep"),
+        pods_before,
+        "the pods are left alone"
+    );
+
+    c.ok(&[
+        "-n",
+        ns,
+        "delete",
+        "rs",
+        &rs,
+        "--cascade=foreground",
+        "--wait=false",
+    ]);
+    let held = json_of(&c.ok(&["-n", ns, "get", "rs", &rs, "-o", "json"]));
+    assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
+    assert!(
+        held["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == "foregroundDeletion")),
+        "{held}"
+    );
+    eventually(WAIT, "the ReplicaSet to go after its pods", || {
+        let pods = names(c, ns, "pods", "app=keep");
+        let rs_gone = gone(c, ns, &format!("rs/{rs}"));
+        assert!(
+            !rs_gone || pods.is_empty(),
+            "the ReplicaSet went while its pods remained: {pods:?}"
+        );
+        rs_gone.then_some(())
+    });
 }
 
 /// Case 30 by hand: ConfigMap → ConfigMap → Pod; deleting the top takes the chain.
