@@ -166,8 +166,9 @@ fn deployment_cascades(c: &Cluster) {
         "{held}"
     );
     eventually(WAIT, "the ReplicaSet to go after its pods", || {
-        let pods = names(c, ns, "pods", "app=keep");
+        // The ReplicaSet first: pods only ever go, so pods seen after it is gone were there when it went.
         let rs_gone = gone(c, ns, &format!("rs/{rs}"));
+        let pods = names(c, ns, "pods", "app=keep");
         assert!(
             !rs_gone || pods.is_empty(),
             "the ReplicaSet went while its pods remained: {pods:?}"

@@ -204,6 +204,9 @@ struct Monitor {
     grace: Duration,
     health: Mutex<HashMap<String, Health>>,
     known: Mutex<BTreeSet<String>>,
+    /// Each node's Ready status at the end of the previous pass: a node agent that posts Ready=False itself
+    /// between two passes is a True → not-True change too (upstream keeps the saved status).
+    last_ready: Mutex<HashMap<String, String>>,
 }
 
 fn node_event_ref(name: &str, uid: Option<&str>) -> ObjectReference {
@@ -254,7 +257,13 @@ impl Monitor {
                     after = "Unknown".into();
                 }
             }
-            if before == "True" && after != "True" {
+            let previous = self
+                .last_ready
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.clone(), after.clone())
+                .unwrap_or_else(|| before.clone());
+            if previous == "True" && after != "True" {
                 self.node_not_ready(node, &name).await;
             }
             ready_after.insert(name, after);
@@ -314,6 +323,10 @@ impl Monitor {
                 format!("Removing Node {gone} from Controller"),
             );
             self.health.lock().unwrap_or_else(|e| e.into_inner()).remove(gone);
+            self.last_ready
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(gone);
         }
         *known = now;
     }
@@ -378,6 +391,7 @@ pub fn start(ctx: &Arc<Context>, cancel: CancellationToken) -> BoxFuture<'static
         grace,
         health: Mutex::new(HashMap::new()),
         known: Mutex::new(BTreeSet::new()),
+        last_ready: Mutex::new(HashMap::new()),
     };
     let informers = ctx.informers.clone();
     // A short grace (tests) is checked more often than every 5 s, so it is noticed in time.
