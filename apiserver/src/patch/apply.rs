@@ -498,6 +498,12 @@ pub fn apply(
     for p in gone {
         remove_at(&mut merged, p);
     }
+    // An apply that changes nothing, owning what it owned, leaves the object alone: not even the entry's
+    // time moves (upstream's managed-fields updater keeps the old timestamp when nothing else changed), so a
+    // repeated apply is not a write.
+    if merged == *current && previous == wanted && !force {
+        return Ok(merged);
+    }
     entries
         .retain(|e| !(e.name == ctx.manager && e.operation == "Apply" && e.subresource == ctx.subresource));
     entries.push(apply_entry(ctx, wanted));

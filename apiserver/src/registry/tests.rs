@@ -976,7 +976,8 @@ async fn server_side_apply_through_the_subresource_owns_only_ephemeral_container
             .collect::<Vec<_>>(),
         ["f:ephemeralContainers"]
     );
-    // Applying the same again changes nothing.
+    // Applying the same again changes nothing, also once the clock has moved on (the entry's time stays).
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let (again, _) = r
         .apply(
             info("pods"),
