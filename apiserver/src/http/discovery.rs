@@ -42,27 +42,38 @@ pub fn api_versions(server_address: &str) -> Value {
     })
 }
 
-fn group_doc(group: &str, version: &str) -> Value {
-    let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
-    json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+/// A group's document: its versions, the preferred (first) one first.
+fn group_doc(group: &str, versions: &[&str]) -> Value {
+    let gvs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
+    json!({"name": group, "versions": gvs, "preferredVersion": gvs[0]})
+}
+
+/// Every group, served resources' and reviews', with its versions.
+fn all_groups() -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut groups = resources::groups();
+    for (g, v) in super::reviews::groups() {
+        match groups.iter_mut().find(|(name, _)| *name == g) {
+            Some((_, versions)) if !versions.contains(&v) => versions.push(v),
+            Some(_) => {}
+            None => groups.push((g, vec![v])),
+        }
+    }
+    groups
 }
 
 /// `/apis`
 pub fn api_groups() -> Value {
-    let groups: Vec<Value> = resources::groups()
-        .into_iter()
-        .map(|(g, v)| group_doc(g, v))
-        .collect();
+    let groups: Vec<Value> = all_groups().into_iter().map(|(g, v)| group_doc(g, &v)).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 /// `/apis/<group>`, if served.
 pub fn api_group(group: &str) -> Option<Value> {
-    let (g, v) = resources::groups()
-        .into_iter()
-        .chain(super::reviews::groups())
-        .find(|(g, _)| *g == group)?;
-    let mut doc = group_doc(g, v);
+    let (g, v) = all_groups().into_iter().find(|(g, _)| *g == group)?;
+    let mut doc = group_doc(g, &v);
     doc["kind"] = json!("APIGroup");
     doc["apiVersion"] = json!("v1");
     Some(doc)
@@ -71,8 +82,8 @@ pub fn api_group(group: &str) -> Option<Value> {
 /// `/api/v1` or `/apis/<group>/<version>`, if served.
 pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     let mut list = Vec::new();
-    for r in resources::RESOURCES
-        .iter()
+    for r in resources::all()
+        .into_iter()
         .filter(|r| r.group == group && r.version == version)
     {
         let mut main = json!({

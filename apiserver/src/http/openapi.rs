@@ -19,26 +19,27 @@ use k8s_openapi::api::{
     discovery::v1 as discovery, events::v1 as events, storage::v1 as storage,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
-use k8s_openapi::schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
+use k8s_openapi::schemars::{SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use super::discovery::KUBE_VERSION;
 use crate::registry::{ResourceInfo, resources};
 
-/// Registers a type's schema (and everything it references) in the generator; returns its name.
-type SchemaFn = fn(&mut SchemaGenerator) -> String;
+use crate::registry::resources::{SchemaFn, schema_of as sub};
 
-fn sub<T: JsonSchema>(generator: &mut SchemaGenerator) -> String {
-    // `subschema_for` stores the definition and hands back a `$ref`; the name is what we need.
-    let _ = generator.subschema_for::<T>();
-    T::schema_name().into_owned()
-}
-
-/// The k8s-openapi type of each kind we serve (resources and the kinds their subresources take).
-/// `resources::RESOURCES` carries no type, only a decode function, so this table mirrors it; a kind
-/// missing here still gets its operations, with an open object schema (see `fallback_schema`), and the
-/// test `every_served_kind_has_a_component_schema_with_its_gvk_array` flags it.
+/// The k8s-openapi type of each kind we serve (resources and the kinds their subresources take): the
+/// resource's own entry names it (entries made with `resources::kind`); the older entries and the
+/// subresources' kinds are listed here. A kind missing from both still gets its operations, with an
+/// open object schema (see `fallback_schema`), and the test
+/// `every_served_kind_has_a_component_schema_with_its_gvk_array` flags it.
 fn kind_schema(group: &str, version: &str, kind: &str) -> Option<SchemaFn> {
+    let own = resources::all()
+        .into_iter()
+        .find(|r| (r.group, r.version, r.kind) == (group, version, kind))
+        .and_then(|r| r.schema);
+    if own.is_some() {
+        return own;
+    }
     Some(match (group, version, kind) {
         ("", "v1", "Pod") => sub::<core::Pod>,
         ("", "v1", "Binding") => sub::<core::Binding>,
@@ -648,8 +649,8 @@ fn property<'a>(schemas: &'a mut Map<String, Value>, schema: &str, prop: &str) -
 
 fn document(group: &str, version: &str) -> Value {
     let mut b = DocBuilder::new();
-    for r in resources::RESOURCES
-        .iter()
+    for r in resources::all()
+        .into_iter()
         .filter(|r| r.group == group && r.version == version)
     {
         b.resource(r);
@@ -660,7 +661,7 @@ fn document(group: &str, version: &str) -> Value {
 /// The served group-versions: core first, then the groups in discovery order.
 fn group_versions() -> Vec<(&'static str, &'static str)> {
     let mut gvs: Vec<(&str, &str)> = vec![("", "v1")];
-    gvs.extend(resources::groups());
+    gvs.extend(resources::group_versions());
     gvs
 }
 
@@ -738,7 +739,7 @@ mod tests {
 
     #[test]
     fn every_patch_operation_declares_field_validation_and_its_gvk_object() {
-        for r in resources::RESOURCES {
+        for r in resources::all() {
             let d = parsed(r.group, r.version);
             let op = &d["paths"][item_path(r)]["patch"];
             assert_eq!(
@@ -764,7 +765,7 @@ mod tests {
 
     #[test]
     fn every_served_kind_has_a_component_schema_with_its_gvk_array() {
-        for r in resources::RESOURCES {
+        for r in resources::all() {
             assert!(
                 kind_schema(r.group, r.version, r.kind).is_some(),
                 "no k8s-openapi type for {}",

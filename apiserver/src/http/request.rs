@@ -83,8 +83,8 @@ pub fn route(path: &str) -> Route {
 }
 
 fn resource_route(group: &str, version: &str, rest: &[&str]) -> Route {
-    let served = resources::RESOURCES
-        .iter()
+    let served = resources::all()
+        .into_iter()
         .any(|r| r.group == group && r.version == version);
     if !served {
         return Route::NotFound;

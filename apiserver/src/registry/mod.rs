@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-pub use resources::{RESOURCES, ResourceInfo, Subresource};
+pub use resources::{ResourceInfo, Subresource};
 
 use crate::error::{ApiError, FieldError};
 use crate::patch;
@@ -1223,8 +1223,8 @@ fn within_reach(info: &ResourceInfo, subresource: Option<&str>, applied: Value) 
 
 /// The resource an aliased resource is stored as.
 fn stored_info(a: &resources::Alias) -> &'static ResourceInfo {
-    resources::RESOURCES
-        .iter()
+    resources::all()
+        .into_iter()
         .find(|r| (r.group, r.plural) == a.stored_as && r.alias.is_none())
         .expect("an alias names a served resource")
 }

@@ -16,8 +16,8 @@ async fn registry() -> Registry {
 }
 
 fn info(plural: &str) -> &'static ResourceInfo {
-    RESOURCES
-        .iter()
+    resources::all()
+        .into_iter()
         .find(|r| r.plural == plural && r.group.is_empty())
         .unwrap()
 }

@@ -1,163 +1,14 @@
-//! The table of served kinds: names, scope, discovery data, and how each kind is decoded.
-//!
-//! k8s-openapi carries no registry of types; this table is ours. Every built-in object is round-tripped
-//! through its k8s-openapi type on each write, which rejects values of the wrong JSON type and makes the
-//! stored object carry every field the OpenAPI schema requires (the Python client insists on them).
+//! The built-in kinds served, as data: one entry per resource.
 
-use serde_json::Value;
-
-use super::validation::NameRule;
-
-/// A subresource, for discovery.
-#[derive(Debug)]
-pub struct Subresource {
-    /// `status`, `binding`, ...
-    pub name: &'static str,
-    /// The kind it takes and returns.
-    pub kind: &'static str,
-    /// Its verbs.
-    pub verbs: &'static [&'static str],
-    /// Group/version of `kind` when it differs from the resource's (eviction is `policy/v1`).
-    pub group_version: Option<(&'static str, &'static str)>,
-}
-
-/// One served resource.
-#[derive(Debug)]
-pub struct ResourceInfo {
-    /// API group, `""` for core.
-    pub group: &'static str,
-    /// Version.
-    pub version: &'static str,
-    /// Plural resource name (URL segment).
-    pub plural: &'static str,
-    /// Singular name.
-    pub singular: &'static str,
-    /// Kind.
-    pub kind: &'static str,
-    /// Namespaced or cluster-scoped.
-    pub namespaced: bool,
-    /// kubectl short names.
-    pub short_names: &'static [&'static str],
-    /// Categories (`all`).
-    pub categories: &'static [&'static str],
-    /// Subresources served.
-    pub subresources: &'static [Subresource],
-    /// Whether `status` is written only through the `status` subresource.
-    pub has_status: bool,
-    /// Whether `metadata.generation` follows spec changes.
-    pub tracks_generation: bool,
-    /// The rule `metadata.name` follows.
-    pub name_rule: NameRule,
-    /// Decode and re-encode through the k8s-openapi type.
-    pub canonical: fn(Value) -> Result<Value, String>,
-    /// Another version of the same objects this resource is stored as (events.k8s.io/v1 events are
-    /// core/v1 events in storage, as upstream), with the conversions.
-    pub alias: Option<&'static Alias>,
-}
-
-/// How a resource is stored as another one.
-#[derive(Debug)]
-pub struct Alias {
-    /// `(group, plural)` of the stored resource.
-    pub stored_as: (&'static str, &'static str),
-    /// Stored form → this resource's form.
-    pub from_storage: fn(&Value) -> Value,
-    /// This resource's form → stored form.
-    pub to_storage: fn(&Value) -> Value,
-}
-
-impl PartialEq for ResourceInfo {
-    fn eq(&self, other: &Self) -> bool {
-        (self.group, self.version, self.plural) == (other.group, other.version, other.plural)
-    }
-}
-
-impl ResourceInfo {
-    /// `v1` or `apps/v1`.
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.to_string()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
-
-    /// `PodList`.
-    pub fn list_kind(&self) -> String {
-        format!("{}List", self.kind)
-    }
-
-    /// The verbs of the main resource.
-    pub fn verbs(&self) -> &'static [&'static str] {
-        if self.plural == "namespaces" {
-            // Upstream serves no deletecollection for namespaces.
-            &["create", "delete", "get", "list", "patch", "update", "watch"]
-        } else {
-            &[
-                "create",
-                "delete",
-                "deletecollection",
-                "get",
-                "list",
-                "patch",
-                "update",
-                "watch",
-            ]
-        }
-    }
-
-    /// Storage key prefix of every object of this resource, or of one namespace's.
-    pub fn prefix(&self, namespace: Option<&str>) -> String {
-        let (group, plural) = self
-            .alias
-            .map(|a| a.stored_as)
-            .unwrap_or((self.group, self.plural));
-        let group = if group.is_empty() { "core" } else { group };
-        match namespace {
-            Some(ns) if self.namespaced => format!("{group}/{plural}/{ns}/"),
-            _ if !self.namespaced => format!("{group}/{plural}//"),
-            _ => format!("{group}/{plural}/"),
-        }
-    }
-
-    /// Storage key of one object.
-    pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
-        format!("{}{name}", self.prefix(namespace))
-    }
-}
-
-fn canonical<T: serde::de::DeserializeOwned + serde::Serialize>(v: Value) -> Result<Value, String> {
-    let typed: T = serde_json::from_value(v).map_err(|e| e.to_string())?;
-    serde_json::to_value(typed).map_err(|e| e.to_string())
-}
-
-const CRUD_STATUS: &[&str] = &["get", "patch", "update"];
-
-const fn scale() -> Subresource {
-    Subresource {
-        name: "scale",
-        kind: "Scale",
-        verbs: CRUD_STATUS,
-        group_version: Some(("autoscaling", "v1")),
-    }
-}
-
-const fn status(kind: &'static str) -> Subresource {
-    Subresource {
-        name: "status",
-        kind,
-        verbs: CRUD_STATUS,
-        group_version: None,
-    }
-}
+use super::*;
 
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, core::v1 as core,
-    discovery::v1 as discovery, storage::v1 as storage,
+    discovery::v1 as discovery, scheduling::v1 as scheduling, storage::v1 as storage,
 };
 
 /// Every served resource.
-pub static RESOURCES: &[ResourceInfo] = &[
+pub(super) static BUILTIN: &[ResourceInfo] = &[
     ResourceInfo {
         group: "",
         version: "v1",
@@ -196,7 +47,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
             },
             // Takes and returns a Pod, of which it changes spec.ephemeralContainers (pod_strategy).
             Subresource {
-                name: super::pod_strategy::EPHEMERAL_CONTAINERS,
+                name: crate::registry::pod_strategy::EPHEMERAL_CONTAINERS,
                 kind: "Pod",
                 verbs: CRUD_STATUS,
                 group_version: None,
@@ -205,6 +56,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: true,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<core::Pod>,
         alias: None,
     },
@@ -221,6 +73,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: true,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<core::Node>,
         alias: None,
     },
@@ -245,6 +98,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: true,
         tracks_generation: false,
         name_rule: NameRule::Label,
+        schema: None,
         canonical: canonical::<core::Namespace>,
         alias: None,
     },
@@ -261,6 +115,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: false,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<core::Event>,
         alias: None,
     },
@@ -277,6 +132,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: false,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<core::ConfigMap>,
         alias: None,
     },
@@ -293,6 +149,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: false,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<core::Secret>,
         alias: None,
     },
@@ -309,6 +166,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: true,
         tracks_generation: false,
         name_rule: NameRule::Label,
+        schema: None,
         canonical: canonical::<core::Service>,
         alias: None,
     },
@@ -325,6 +183,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: false,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<core::Endpoints>,
         alias: None,
     },
@@ -347,6 +206,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: false,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<core::ServiceAccount>,
         alias: None,
     },
@@ -363,6 +223,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: true,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<core::PersistentVolumeClaim>,
         alias: None,
     },
@@ -379,6 +240,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: true,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<core::PersistentVolume>,
         alias: None,
     },
@@ -395,6 +257,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: false,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<coord::Lease>,
         alias: None,
     },
@@ -411,8 +274,9 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: false,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<k8s_openapi::api::events::v1::Event>,
-        alias: Some(&super::events::EVENTS_V1),
+        alias: Some(&crate::registry::events::EVENTS_V1),
     },
     ResourceInfo {
         group: "apps",
@@ -427,6 +291,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: true,
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<apps::Deployment>,
         alias: None,
     },
@@ -443,6 +308,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: true,
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<apps::ReplicaSet>,
         alias: None,
     },
@@ -459,6 +325,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: true,
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<apps::StatefulSet>,
         alias: None,
     },
@@ -475,6 +342,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: true,
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<apps::DaemonSet>,
         alias: None,
     },
@@ -491,6 +359,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: false,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<apps::ControllerRevision>,
         alias: None,
     },
@@ -507,6 +376,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: true,
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<batch::Job>,
         alias: None,
     },
@@ -523,6 +393,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: true,
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<batch::CronJob>,
         alias: None,
     },
@@ -539,6 +410,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: false,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<discovery::EndpointSlice>,
         alias: None,
     },
@@ -555,30 +427,9 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_status: false,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
+        schema: None,
         canonical: canonical::<storage::StorageClass>,
         alias: None,
     },
+    kind::<scheduling::PriorityClass>("priorityclass").short(&["pc"]),
 ];
-
-/// The resource served at `group`/`version`/`plural`.
-pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
-    RESOURCES
-        .iter()
-        .find(|r| r.group == group && r.version == version && r.plural == plural)
-}
-
-/// The resource of `kind` in `group`.
-pub fn by_kind(group: &str, kind: &str) -> Option<&'static ResourceInfo> {
-    RESOURCES.iter().find(|r| r.group == group && r.kind == kind)
-}
-
-/// The served API groups (not core) with their one version, in discovery order.
-pub fn groups() -> Vec<(&'static str, &'static str)> {
-    let mut out: Vec<(&'static str, &'static str)> = Vec::new();
-    for r in RESOURCES {
-        if !r.group.is_empty() && !out.iter().any(|(g, _)| *g == r.group) {
-            out.push((r.group, r.version));
-        }
-    }
-    out
-}

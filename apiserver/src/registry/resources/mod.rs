@@ -1,0 +1,290 @@
+//! The table of served kinds: names, scope, discovery data, and how each kind is decoded.
+//!
+//! k8s-openapi carries no registry of types; this table is ours. Every built-in object is round-tripped
+//! through its k8s-openapi type on each write, which rejects values of the wrong JSON type and makes the
+//! stored object carry every field the OpenAPI schema requires (the Python client insists on them).
+
+use serde_json::Value;
+
+use k8s_openapi::schemars::{JsonSchema, SchemaGenerator};
+
+use super::validation::NameRule;
+
+mod builtin;
+
+/// Registers a type's OpenAPI schema (and everything it references) in a generator; returns its name.
+pub type SchemaFn = fn(&mut SchemaGenerator) -> String;
+
+/// The [`SchemaFn`] of a k8s-openapi type.
+pub fn schema_of<T: JsonSchema>(generator: &mut SchemaGenerator) -> String {
+    // `subschema_for` stores the definition and hands back a `$ref`; the name is what we need.
+    let _ = generator.subschema_for::<T>();
+    T::schema_name().into_owned()
+}
+
+/// A subresource, for discovery.
+#[derive(Debug)]
+pub struct Subresource {
+    /// `status`, `binding`, ...
+    pub name: &'static str,
+    /// The kind it takes and returns.
+    pub kind: &'static str,
+    /// Its verbs.
+    pub verbs: &'static [&'static str],
+    /// Group/version of `kind` when it differs from the resource's (eviction is `policy/v1`).
+    pub group_version: Option<(&'static str, &'static str)>,
+}
+
+/// One served resource.
+#[derive(Debug)]
+pub struct ResourceInfo {
+    /// API group, `""` for core.
+    pub group: &'static str,
+    /// Version.
+    pub version: &'static str,
+    /// Plural resource name (URL segment).
+    pub plural: &'static str,
+    /// Singular name.
+    pub singular: &'static str,
+    /// Kind.
+    pub kind: &'static str,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// kubectl short names.
+    pub short_names: &'static [&'static str],
+    /// Categories (`all`).
+    pub categories: &'static [&'static str],
+    /// Subresources served.
+    pub subresources: &'static [Subresource],
+    /// Whether `status` is written only through the `status` subresource.
+    pub has_status: bool,
+    /// Whether `metadata.generation` follows spec changes.
+    pub tracks_generation: bool,
+    /// The rule `metadata.name` follows.
+    pub name_rule: NameRule,
+    /// Decode and re-encode through the k8s-openapi type.
+    pub canonical: fn(Value) -> Result<Value, String>,
+    /// Registers the kind's OpenAPI schema (and what it references); returns the schema's name.
+    pub schema: Option<SchemaFn>,
+    /// Another version of the same objects this resource is stored as (events.k8s.io/v1 events are
+    /// core/v1 events in storage, as upstream), with the conversions.
+    pub alias: Option<&'static Alias>,
+}
+
+/// How a resource is stored as another one.
+#[derive(Debug)]
+pub struct Alias {
+    /// `(group, plural)` of the stored resource.
+    pub stored_as: (&'static str, &'static str),
+    /// Stored form → this resource's form.
+    pub from_storage: fn(&Value) -> Value,
+    /// This resource's form → stored form.
+    pub to_storage: fn(&Value) -> Value,
+}
+
+impl PartialEq for ResourceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        (self.group, self.version, self.plural) == (other.group, other.version, other.plural)
+    }
+}
+
+impl ResourceInfo {
+    /// `v1` or `apps/v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `PodList`.
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// The verbs of the main resource.
+    pub fn verbs(&self) -> &'static [&'static str] {
+        if self.plural == "namespaces" {
+            // Upstream serves no deletecollection for namespaces.
+            &["create", "delete", "get", "list", "patch", "update", "watch"]
+        } else {
+            &[
+                "create",
+                "delete",
+                "deletecollection",
+                "get",
+                "list",
+                "patch",
+                "update",
+                "watch",
+            ]
+        }
+    }
+
+    /// Storage key prefix of every object of this resource, or of one namespace's.
+    pub fn prefix(&self, namespace: Option<&str>) -> String {
+        let (group, plural) = self
+            .alias
+            .map(|a| a.stored_as)
+            .unwrap_or((self.group, self.plural));
+        let group = if group.is_empty() { "core" } else { group };
+        match namespace {
+            Some(ns) if self.namespaced => format!("{group}/{plural}/{ns}/"),
+            _ if !self.namespaced => format!("{group}/{plural}//"),
+            _ => format!("{group}/{plural}/"),
+        }
+    }
+
+    /// Storage key of one object.
+    pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
+        format!("{}{name}", self.prefix(namespace))
+    }
+}
+
+pub(crate) fn canonical<T: serde::de::DeserializeOwned + serde::Serialize>(
+    v: Value,
+) -> Result<Value, String> {
+    let typed: T = serde_json::from_value(v).map_err(|e| e.to_string())?;
+    serde_json::to_value(typed).map_err(|e| e.to_string())
+}
+
+const CRUD_STATUS: &[&str] = &["get", "patch", "update"];
+
+const fn scale() -> Subresource {
+    Subresource {
+        name: "scale",
+        kind: "Scale",
+        verbs: CRUD_STATUS,
+        group_version: Some(("autoscaling", "v1")),
+    }
+}
+
+const fn status(kind: &'static str) -> Subresource {
+    Subresource {
+        name: "status",
+        kind,
+        verbs: CRUD_STATUS,
+        group_version: None,
+    }
+}
+
+/// Whether a k8s-openapi scope type is namespaced.
+pub trait Scope {
+    /// `true` for namespaced kinds.
+    const NAMESPACED: bool;
+}
+
+impl Scope for k8s_openapi::NamespaceResourceScope {
+    const NAMESPACED: bool = true;
+}
+
+impl Scope for k8s_openapi::ClusterResourceScope {
+    const NAMESPACED: bool = false;
+}
+
+/// The entry of a k8s-openapi kind with upstream's defaults: group, version, kind, plural and scope from
+/// the type, singular = lower-case kind, no short names, categories or subresources, names as DNS
+/// subdomains, no status split. The builder methods below set the rest.
+pub const fn kind<T>(singular: &'static str) -> ResourceInfo
+where
+    T: k8s_openapi::Resource + serde::de::DeserializeOwned + serde::Serialize + JsonSchema,
+    T::Scope: Scope,
+{
+    ResourceInfo {
+        group: T::GROUP,
+        version: T::VERSION,
+        plural: T::URL_PATH_SEGMENT,
+        singular,
+        kind: T::KIND,
+        namespaced: <T::Scope as Scope>::NAMESPACED,
+        short_names: &[],
+        categories: &[],
+        subresources: &[],
+        has_status: false,
+        tracks_generation: false,
+        name_rule: NameRule::Subdomain,
+        canonical: canonical::<T>,
+        schema: Some(schema_of::<T>),
+        alias: None,
+    }
+}
+
+impl ResourceInfo {
+    /// kubectl short names.
+    pub const fn short(mut self, names: &'static [&'static str]) -> Self {
+        self.short_names = names;
+        self
+    }
+
+    /// Categories (`all`, `api-extensions`).
+    pub const fn categories(mut self, categories: &'static [&'static str]) -> Self {
+        self.categories = categories;
+        self
+    }
+
+    /// Subresources served.
+    pub const fn subresources(mut self, subresources: &'static [Subresource]) -> Self {
+        self.subresources = subresources;
+        self
+    }
+
+    /// `status` is written only through the `status` subresource (which the caller lists).
+    pub const fn status_split(mut self) -> Self {
+        self.has_status = true;
+        self
+    }
+
+    /// `metadata.generation` follows spec changes.
+    pub const fn generation(mut self) -> Self {
+        self.tracks_generation = true;
+        self
+    }
+
+    /// The rule `metadata.name` follows.
+    pub const fn names(mut self, rule: NameRule) -> Self {
+        self.name_rule = rule;
+        self
+    }
+}
+
+/// Every served resource: the built-in ones, then those added at run time.
+pub fn all() -> Vec<&'static ResourceInfo> {
+    builtin::BUILTIN.iter().collect()
+}
+
+/// The resource served at `group`/`version`/`plural`.
+pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
+    all()
+        .into_iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// The resource of `kind` in `group` (its preferred version when several are served).
+pub fn by_kind(group: &str, kind: &str) -> Option<&'static ResourceInfo> {
+    all().into_iter().find(|r| r.group == group && r.kind == kind)
+}
+
+/// The served API groups (not core) with their versions, preferred first, in discovery order.
+pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    for r in all() {
+        if r.group.is_empty() {
+            continue;
+        }
+        match out.iter_mut().find(|(g, _)| *g == r.group) {
+            Some((_, versions)) if !versions.contains(&r.version) => versions.push(r.version),
+            Some(_) => {}
+            None => out.push((r.group, vec![r.version])),
+        }
+    }
+    out
+}
+
+/// Every served group-version pair (not core), preferred versions first.
+pub fn group_versions() -> Vec<(&'static str, &'static str)> {
+    groups()
+        .into_iter()
+        .flat_map(|(g, vs)| vs.into_iter().map(move |v| (g, v)))
+        .collect()
+}
