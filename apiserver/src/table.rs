@@ -14,8 +14,10 @@ use std::collections::BTreeSet;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, Value, json};
 
+mod kinds;
 mod more_kinds;
 
+pub use kinds::KindPrinter;
 use more_kinds::*;
 
 /// Which printer a resource uses.
@@ -63,6 +65,8 @@ pub enum Printer {
     StorageClass,
     /// `serviceaccounts`: NAME SECRETS AGE.
     ServiceAccount,
+    /// A kind whose printer is data (`table/kinds.rs`).
+    Kind(&'static KindPrinter),
     /// Any other resource: upstream's default convertor, NAME and CREATED AT.
     Generic,
 }
@@ -96,7 +100,7 @@ impl Printer {
             ("", "persistentvolumeclaims") => Printer::PersistentVolumeClaim,
             ("storage.k8s.io", "storageclasses") => Printer::StorageClass,
             ("", "serviceaccounts") => Printer::ServiceAccount,
-            _ => Printer::Generic,
+            (group, resource) => kinds::for_resource(group, resource).map_or(Printer::Generic, Printer::Kind),
         }
     }
 }
@@ -149,6 +153,7 @@ pub fn columns(p: Printer) -> Vec<Value> {
         Printer::PersistentVolumeClaim => PERSISTENT_VOLUME_CLAIM_COLUMNS,
         Printer::StorageClass => STORAGE_CLASS_COLUMNS,
         Printer::ServiceAccount => SERVICE_ACCOUNT_COLUMNS,
+        Printer::Kind(k) => k.columns,
         Printer::Generic => GENERIC_COLUMNS,
     };
     defs.iter()
@@ -188,6 +193,7 @@ pub fn cells(p: Printer, obj: &Value, now: Timestamp) -> Vec<Value> {
         Printer::PersistentVolumeClaim => persistent_volume_claim_cells(obj, now),
         Printer::StorageClass => storage_class_cells(obj, now),
         Printer::ServiceAccount => service_account_cells(obj, now),
+        Printer::Kind(k) => (k.cells)(obj, now),
         Printer::Generic => generic_cells(obj),
     }
 }
@@ -317,6 +323,7 @@ pub fn human_duration(d: SignedDuration) -> String {
 // Column definitions (printers.go: AddHandlers). Descriptions are the v1 API field docs upstream takes
 // from SwaggerDoc(); kubectl never shows them, but they are part of the wire shape.
 
+#[derive(Debug)]
 struct Column {
     name: &'static str,
     kind: &'static str,

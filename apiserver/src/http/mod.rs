@@ -37,6 +37,7 @@ const OBJECT_SUBRESOURCES: &[&str] = &[
     "status",
     crate::registry::pod_strategy::EPHEMERAL_CONTAINERS,
     crate::registry::namespace::FINALIZE,
+    "approval",
 ];
 
 /// Upstream's limit on a request body (`MaxRequestBodyBytes`, 3 MiB).
@@ -431,6 +432,32 @@ async fn resource(
     let info = r.info;
     let ns = r.namespace.as_deref();
     let watching = r.watch_prefix || query.flag("watch")?;
+    if info.only_verbs.is_some() && r.subresource.is_none() {
+        let verb = request::verb(&method, r.name.is_some(), watching);
+        if !info.serves(verb) {
+            return Err(ApiError::method_not_allowed());
+        }
+        match (info.group, info.plural) {
+            ("", "componentstatuses") => {
+                return component_statuses(st, r.name.as_deref(), negotiate(headers)?, &query);
+            }
+            ("", "bindings") => {
+                // POST /namespaces/NS/bindings: the Binding names the pod (upstream's BindingREST).
+                let obj = decode_object(headers, &body)?;
+                let pod = obj
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                st.registry.bind(ns.unwrap_or("default"), &pod, obj).await?;
+                return Ok(json_value(
+                    StatusCode::CREATED,
+                    &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                ));
+            }
+            _ => {}
+        }
+    }
     match (r.name.as_deref(), r.subresource.as_deref()) {
         (None, None) => match method {
             Method::GET if watching => watch::serve(st, info, ns, None, &query, negotiate(headers)?),
@@ -727,6 +754,52 @@ fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError>
     }
     opts.policy.orphan_dependents = orphan_dependents;
     Ok(opts)
+}
+
+/// `componentstatuses`, computed on read (list or one by name).
+fn component_statuses(
+    st: &ServerState,
+    name: Option<&str>,
+    format: Format,
+    query: &Query,
+) -> Result<Response, ApiError> {
+    use crate::registry::builtin_kinds;
+    let lease_info = crate::registry::resources::find("coordination.k8s.io", "v1", "leases").expect("served");
+    let (lease_ns, lease_name) = builtin_kinds::CONTROLLER_MANAGER_LEASE;
+    let lease = st.registry.get(lease_info, Some(lease_ns), lease_name).ok();
+    let info = crate::registry::resources::find("", "v1", "componentstatuses").expect("served");
+    let revision = st.registry.storage().revision();
+    let items: Vec<Arc<Stored>> =
+        builtin_kinds::component_statuses(lease.as_ref().map(|l| &l.value), jiff::Timestamp::now())
+            .into_iter()
+            .filter(|c| name.is_none_or(|n| c["metadata"]["name"] == n))
+            .map(|c| Arc::new(Stored::new(revision, c)))
+            .collect();
+    let resp = match name {
+        Some(n) => match items.first() {
+            Some(obj) => single(info, obj, format, query)?,
+            None => return Err(ApiError::not_found(info.plural, info.group, n)),
+        },
+        None => match format {
+            Format::Json => json_response(StatusCode::OK, list_bytes(info, &items, revision, None, None)),
+            Format::Table => {
+                let include =
+                    IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
+                let objs: Vec<&Value> = items.iter().map(|i| &i.value).collect();
+                let t = table::table(
+                    Printer::for_resource(info.group, info.plural),
+                    &objs,
+                    &revision.to_string(),
+                    None,
+                    jiff::Timestamp::now(),
+                    include,
+                    true,
+                );
+                json_value(StatusCode::OK, &t)
+            }
+        },
+    };
+    Ok(with_warning(resp, builtin_kinds::COMPONENT_STATUS_DEPRECATED))
 }
 
 fn single(info: &ResourceInfo, obj: &Stored, format: Format, query: &Query) -> Result<Response, ApiError> {

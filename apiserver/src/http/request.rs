@@ -125,6 +125,23 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Route {
     }
 }
 
+/// The verb of a request on a resource's main path (upstream's `RequestInfoFactory`): `list` and
+/// `watch` on collections, `get` and `watch` on items, `create` on POST, and so on.
+pub fn verb(method: &http::Method, item: bool, watching: bool) -> &'static str {
+    use http::Method;
+    match (method, item, watching) {
+        (&Method::GET | &Method::HEAD, _, true) => "watch",
+        (&Method::GET | &Method::HEAD, false, false) => "list",
+        (&Method::GET | &Method::HEAD, true, false) => "get",
+        (&Method::POST, _, _) => "create",
+        (&Method::PUT, _, _) => "update",
+        (&Method::PATCH, _, _) => "patch",
+        (&Method::DELETE, false, _) => "deletecollection",
+        (&Method::DELETE, true, _) => "delete",
+        _ => "",
+    }
+}
+
 /// Go's `strconv.ParseBool`, which upstream uses for query booleans (Python sends `True`).
 pub fn parse_bool(s: &str) -> Option<bool> {
     match s {

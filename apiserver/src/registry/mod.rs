@@ -6,6 +6,7 @@
 
 pub mod apps;
 pub mod batch;
+pub mod builtin_kinds;
 pub mod events;
 pub mod gc;
 pub mod namespace;
@@ -284,7 +285,8 @@ impl Registry {
                 }
             }
         }
-        service::bootstrap(self).await
+        service::bootstrap(self).await?;
+        builtin_kinds::bootstrap(self).await
     }
 
     fn decode(&self, info: &ResourceInfo, body: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
@@ -545,6 +547,10 @@ impl Registry {
                 volume::prepare_create(group, plural, obj, &now_rfc3339());
                 Ok(())
             }
+            (group, plural) if builtin_kinds::handles(group, plural) => {
+                builtin_kinds::prepare_create(group, plural, obj);
+                Ok(())
+            }
             _ => {
                 if info.has_status
                     && let Some(o) = obj.as_object_mut()
@@ -576,6 +582,9 @@ impl Registry {
             }
             ("batch", plural) if batch::handles(plural) => {
                 errors.extend(batch::validate(plural, obj, old, subresource == Some("status")))
+            }
+            (group, plural) if builtin_kinds::handles(group, plural) => {
+                errors.extend(builtin_kinds::validate(group, plural, obj, old, subresource))
             }
             _ => {}
         }
@@ -688,7 +697,8 @@ impl Registry {
             m.insert("name".into(), json!(name));
             m.insert("resourceVersion".into(), json!(old_rv));
         }
-        let status_update = subresource == Some("status");
+        // A CSR's `approval` is a status subresource too (of the conditions alone).
+        let status_update = matches!(subresource, Some("status" | "approval"));
         if status_update {
             // The status endpoint changes status (and metadata), never spec.
             keep(old.value.as_object(), object_mut(&mut new), &["spec"]);
@@ -707,6 +717,9 @@ impl Registry {
             ("batch", plural) if batch::handles(plural) => batch::prepare_update(plural, &mut new),
             (group, plural) if volume::handles(group, plural) => {
                 volume::prepare_update(group, plural, &mut new, &old.value, status_update, &now_rfc3339())
+            }
+            (group, plural) if builtin_kinds::handles(group, plural) => {
+                builtin_kinds::prepare_update(group, plural, &mut new, &old.value, subresource)
             }
             _ => {}
         }

@@ -3,9 +3,15 @@
 use super::*;
 
 use k8s_openapi::api::{
+    admissionregistration::v1 as admission, autoscaling::v1 as autoscaling_v1,
+    autoscaling::v2 as autoscaling_v2, certificates::v1 as certificates, flowcontrol::v1 as flowcontrol,
+    networking::v1 as networking, node::v1 as node,
+};
+use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, core::v1 as core,
     discovery::v1 as discovery, scheduling::v1 as scheduling, storage::v1 as storage,
 };
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
 
 /// Every served resource.
 pub(super) static BUILTIN: &[ResourceInfo] = &[
@@ -57,6 +63,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<core::Pod>,
         alias: None,
     },
@@ -74,6 +81,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<core::Node>,
         alias: None,
     },
@@ -99,6 +107,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Label,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<core::Namespace>,
         alias: None,
     },
@@ -116,6 +125,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<core::Event>,
         alias: None,
     },
@@ -133,6 +143,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<core::ConfigMap>,
         alias: None,
     },
@@ -150,6 +161,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<core::Secret>,
         alias: None,
     },
@@ -167,6 +179,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Label,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<core::Service>,
         alias: None,
     },
@@ -184,6 +197,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<core::Endpoints>,
         alias: None,
     },
@@ -207,6 +221,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<core::ServiceAccount>,
         alias: None,
     },
@@ -224,6 +239,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<core::PersistentVolumeClaim>,
         alias: None,
     },
@@ -241,6 +257,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<core::PersistentVolume>,
         alias: None,
     },
@@ -258,6 +275,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<coord::Lease>,
         alias: None,
     },
@@ -275,6 +293,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<k8s_openapi::api::events::v1::Event>,
         alias: Some(&crate::registry::events::EVENTS_V1),
     },
@@ -292,6 +311,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<apps::Deployment>,
         alias: None,
     },
@@ -309,6 +329,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<apps::ReplicaSet>,
         alias: None,
     },
@@ -326,6 +347,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<apps::StatefulSet>,
         alias: None,
     },
@@ -343,6 +365,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<apps::DaemonSet>,
         alias: None,
     },
@@ -360,6 +383,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<apps::ControllerRevision>,
         alias: None,
     },
@@ -377,6 +401,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<batch::Job>,
         alias: None,
     },
@@ -394,6 +419,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<batch::CronJob>,
         alias: None,
     },
@@ -411,6 +437,7 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<discovery::EndpointSlice>,
         alias: None,
     },
@@ -428,8 +455,80 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         schema: None,
+        only_verbs: None,
         canonical: canonical::<storage::StorageClass>,
         alias: None,
     },
+    // ---- every other built-in kind of v1.33 (GA groups), from its k8s-openapi type ----
+    kind::<core::PodTemplate>("podtemplate"),
+    kind::<core::Binding>("binding").verbs_only(&["create"]),
+    kind::<core::ComponentStatus>("componentstatus")
+        .short(&["cs"])
+        .verbs_only(&["get", "list"]),
+    kind::<networking::Ingress>("ingress")
+        .short(&["ing"])
+        .subresources(&[status("Ingress")])
+        .status_split()
+        .generation(),
+    kind::<networking::IngressClass>("ingressclass"),
+    kind::<networking::NetworkPolicy>("networkpolicy")
+        .short(&["netpol"])
+        .generation(),
+    kind::<networking::ServiceCIDR>("servicecidr")
+        .subresources(&[status("ServiceCIDR")])
+        .status_split(),
+    kind::<networking::IPAddress>("ipaddress").short(&["ip"]),
+    kind::<autoscaling_v2::HorizontalPodAutoscaler>("horizontalpodautoscaler")
+        .short(&["hpa"])
+        .categories(&["all"])
+        .subresources(&[status("HorizontalPodAutoscaler")])
+        .status_split(),
+    kind::<autoscaling_v1::HorizontalPodAutoscaler>("horizontalpodautoscaler")
+        .short(&["hpa"])
+        .categories(&["all"])
+        .subresources(&[status("HorizontalPodAutoscaler")])
+        .status_split()
+        .stored_as(&crate::registry::builtin_kinds::HPA_V1),
     kind::<scheduling::PriorityClass>("priorityclass").short(&["pc"]),
+    kind::<node::RuntimeClass>("runtimeclass").names(NameRule::Subdomain),
+    kind::<certificates::CertificateSigningRequest>("certificatesigningrequest")
+        .short(&["csr"])
+        .subresources(&[
+            status("CertificateSigningRequest"),
+            Subresource {
+                name: "approval",
+                kind: "CertificateSigningRequest",
+                verbs: CRUD_STATUS,
+                group_version: None,
+            },
+        ])
+        .status_split(),
+    kind::<storage::CSIDriver>("csidriver"),
+    kind::<storage::CSINode>("csinode"),
+    kind::<storage::CSIStorageCapacity>("csistoragecapacity"),
+    kind::<storage::VolumeAttachment>("volumeattachment")
+        .subresources(&[status("VolumeAttachment")])
+        .status_split(),
+    kind::<admission::MutatingWebhookConfiguration>("mutatingwebhookconfiguration")
+        .categories(&["api-extensions"]),
+    kind::<admission::ValidatingWebhookConfiguration>("validatingwebhookconfiguration")
+        .categories(&["api-extensions"]),
+    kind::<admission::ValidatingAdmissionPolicy>("validatingadmissionpolicy")
+        .categories(&["api-extensions"])
+        .subresources(&[status("ValidatingAdmissionPolicy")])
+        .status_split()
+        .generation(),
+    kind::<admission::ValidatingAdmissionPolicyBinding>("validatingadmissionpolicybinding")
+        .categories(&["api-extensions"]),
+    kind::<apiregistration::APIService>("apiservice")
+        .names(NameRule::PathSegment)
+        .categories(&["api-extensions"])
+        .subresources(&[status("APIService")])
+        .status_split(),
+    kind::<flowcontrol::FlowSchema>("flowschema")
+        .subresources(&[status("FlowSchema")])
+        .status_split(),
+    kind::<flowcontrol::PriorityLevelConfiguration>("prioritylevelconfiguration")
+        .subresources(&[status("PriorityLevelConfiguration")])
+        .status_split(),
 ];

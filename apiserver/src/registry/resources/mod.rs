@@ -66,6 +66,8 @@ pub struct ResourceInfo {
     pub canonical: fn(Value) -> Result<Value, String>,
     /// Registers the kind's OpenAPI schema (and what it references); returns the schema's name.
     pub schema: Option<SchemaFn>,
+    /// The verbs, when not every verb is served (`bindings`: create; `componentstatuses`: get, list).
+    pub only_verbs: Option<&'static [&'static str]>,
     /// Another version of the same objects this resource is stored as (events.k8s.io/v1 events are
     /// core/v1 events in storage, as upstream), with the conversions.
     pub alias: Option<&'static Alias>,
@@ -105,7 +107,9 @@ impl ResourceInfo {
 
     /// The verbs of the main resource.
     pub fn verbs(&self) -> &'static [&'static str] {
-        if self.plural == "namespaces" {
+        if let Some(verbs) = self.only_verbs {
+            verbs
+        } else if self.plural == "namespaces" {
             // Upstream serves no deletecollection for namespaces.
             &["create", "delete", "get", "list", "patch", "update", "watch"]
         } else {
@@ -149,9 +153,9 @@ pub(crate) fn canonical<T: serde::de::DeserializeOwned + serde::Serialize>(
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
 
-const CRUD_STATUS: &[&str] = &["get", "patch", "update"];
+pub(crate) const CRUD_STATUS: &[&str] = &["get", "patch", "update"];
 
-const fn scale() -> Subresource {
+pub(crate) const fn scale() -> Subresource {
     Subresource {
         name: "scale",
         kind: "Scale",
@@ -160,7 +164,7 @@ const fn scale() -> Subresource {
     }
 }
 
-const fn status(kind: &'static str) -> Subresource {
+pub(crate) const fn status(kind: &'static str) -> Subresource {
     Subresource {
         name: "status",
         kind,
@@ -206,6 +210,7 @@ where
         name_rule: NameRule::Subdomain,
         canonical: canonical::<T>,
         schema: Some(schema_of::<T>),
+        only_verbs: None,
         alias: None,
     }
 }
@@ -239,6 +244,23 @@ impl ResourceInfo {
     pub const fn generation(mut self) -> Self {
         self.tracks_generation = true;
         self
+    }
+
+    /// Only these verbs are served.
+    pub const fn verbs_only(mut self, verbs: &'static [&'static str]) -> Self {
+        self.only_verbs = Some(verbs);
+        self
+    }
+
+    /// Served as another resource's objects, converted (autoscaling/v1 HPAs are autoscaling/v2's).
+    pub const fn stored_as(mut self, alias: &'static Alias) -> Self {
+        self.alias = Some(alias);
+        self
+    }
+
+    /// Whether a verb is served.
+    pub fn serves(&self, verb: &str) -> bool {
+        self.verbs().contains(&verb)
     }
 
     /// The rule `metadata.name` follows.
