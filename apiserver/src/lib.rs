@@ -18,6 +18,7 @@
 //! [`serviceaccount`] against the registry) and serves `serviceaccounts/token` through it; the registry
 //! runs the ServiceAccount admission on pod creation when [`Config::service_account_admission`] is on.
 
+pub mod crd;
 pub mod error;
 pub mod http;
 pub mod patch;
@@ -140,6 +141,8 @@ impl ApiServer {
             Registry::new(storage.clone()).with_service_account_admission(config.service_account_admission);
         let signer = serviceaccount::Signer::load_or_create(&config.data_dir.join("pki"))?;
         registry.bootstrap().await.map_err(StartError::Bootstrap)?;
+        // CRDs in storage are served before the first request.
+        crd::controller::sync_all(&registry).await;
         let addr = SocketAddr::new(config.bind, config.port);
         let listener =
             std::net::TcpListener::bind(addr).map_err(|source| StartError::Listen { addr, source })?;
@@ -165,7 +168,7 @@ impl ApiServer {
             .map_err(|source| StartError::Listen { addr, source })?
             .handle(handle.clone());
         let app = http::router(state);
-        let mut tasks = Vec::new();
+        let mut tasks = vec![crd::controller::spawn(registry.clone(), cancel.clone())];
         tasks.push(tokio::spawn(async move {
             if let Err(e) = server.serve(app.into_make_service()).await {
                 tracing::error!(error = %e, "the HTTPS server stopped");

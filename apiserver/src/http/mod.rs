@@ -729,14 +729,45 @@ fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError>
     Ok(opts)
 }
 
+/// A Table of objects: the kind's printer, or a custom resource's printer columns.
+pub(crate) fn to_table(
+    info: &ResourceInfo,
+    objs: &[&Value],
+    resource_version: &str,
+    continue_token: Option<&str>,
+    now: jiff::Timestamp,
+    include: IncludeObject,
+    with_columns: bool,
+) -> Value {
+    match crate::crd::custom(info) {
+        Some(c) => crate::crd::printer::table(
+            &c.columns,
+            objs,
+            resource_version,
+            continue_token,
+            now,
+            include,
+            with_columns,
+        ),
+        None => table::table(
+            Printer::for_resource(info.group, info.plural),
+            objs,
+            resource_version,
+            continue_token,
+            now,
+            include,
+            with_columns,
+        ),
+    }
+}
+
 fn single(info: &ResourceInfo, obj: &Stored, format: Format, query: &Query) -> Result<Response, ApiError> {
     match format {
         Format::Json => Ok(json_response(StatusCode::OK, obj.bytes.clone())),
         Format::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
-            let printer = Printer::for_resource(info.group, info.plural);
-            let t = table::table(
-                printer,
+            let t = to_table(
+                info,
                 &[&obj.value],
                 &obj.revision.to_string(),
                 None,
@@ -818,10 +849,9 @@ fn list(
         )),
         Format::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
-            let printer = Printer::for_resource(info.group, info.plural);
             let objs: Vec<&Value> = result.items.iter().map(|o| &o.value).collect();
-            let t = table::table(
-                printer,
+            let t = to_table(
+                info,
                 &objs,
                 &result.revision.to_string(),
                 cont.as_deref(),

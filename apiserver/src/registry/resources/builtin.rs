@@ -6,6 +6,7 @@ use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, core::v1 as core,
     discovery::v1 as discovery, scheduling::v1 as scheduling, storage::v1 as storage,
 };
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 
 /// Every served resource.
 pub(super) static BUILTIN: &[ResourceInfo] = &[
@@ -432,4 +433,10 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         alias: None,
     },
     kind::<scheduling::PriorityClass>("priorityclass").short(&["pc"]),
+    kind::<apiextensions::CustomResourceDefinition>("customresourcedefinition")
+        .short(&["crd", "crds"])
+        .categories(&["api-extensions"])
+        .subresources(&[status("CustomResourceDefinition")])
+        .status_split()
+        .generation(),
 ];

@@ -149,9 +149,9 @@ pub(crate) fn canonical<T: serde::de::DeserializeOwned + serde::Serialize>(
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
 
-const CRUD_STATUS: &[&str] = &["get", "patch", "update"];
+pub(crate) const CRUD_STATUS: &[&str] = &["get", "patch", "update"];
 
-const fn scale() -> Subresource {
+pub(crate) const fn scale() -> Subresource {
     Subresource {
         name: "scale",
         kind: "Scale",
@@ -160,7 +160,7 @@ const fn scale() -> Subresource {
     }
 }
 
-const fn status(kind: &'static str) -> Subresource {
+pub(crate) const fn status(kind: &'static str) -> Subresource {
     Subresource {
         name: "status",
         kind,
@@ -250,7 +250,14 @@ impl ResourceInfo {
 
 /// Every served resource: the built-in ones, then those added at run time.
 pub fn all() -> Vec<&'static ResourceInfo> {
-    builtin::BUILTIN.iter().collect()
+    let mut out: Vec<&'static ResourceInfo> = builtin::BUILTIN.iter().collect();
+    out.extend(crate::crd::served());
+    out
+}
+
+/// The built-in resources only (CRD names may not take theirs).
+pub fn builtin() -> impl Iterator<Item = &'static ResourceInfo> {
+    builtin::BUILTIN.iter()
 }
 
 /// The resource served at `group`/`version`/`plural`.
