@@ -43,11 +43,20 @@ fn names(registry: &Registry) -> Vec<String> {
         .collect()
 }
 
-/// Reconcile every stored CRD (and unserve the ones gone).
+/// Reconcile every stored CRD.
 pub async fn sync_all(registry: &Registry) {
+    sync(registry, false).await
+}
+
+/// Reconcile every stored CRD; with `unserve_missing`, also stop serving CRDs no longer stored (after a
+/// watch fell behind and missed their deletion). Not at start: the table is process-wide, and another
+/// API server in the process (tests) serves its own CRDs.
+async fn sync(registry: &Registry, unserve_missing: bool) {
     let stored = names(registry);
-    for gone in super::served_crds().into_iter().filter(|n| !stored.contains(n)) {
-        super::set(&gone, Vec::new());
+    if unserve_missing {
+        for gone in super::served_crds().into_iter().filter(|n| !stored.contains(n)) {
+            super::set(&gone, Vec::new());
+        }
     }
     for name in stored {
         if let Err(e) = reconcile(registry, &name).await {
@@ -59,13 +68,15 @@ pub async fn sync_all(registry: &Registry) {
 /// Watch CRDs until `cancel`.
 pub fn spawn(registry: Registry, cancel: CancellationToken) -> JoinHandle<()> {
     tokio::spawn(async move {
+        let mut resync = false;
         loop {
             let info = crd_info();
             let Ok(start) = registry.storage().watch(&info.prefix(None), WatchFrom::Now) else {
                 return;
             };
             let mut sub = start.subscription;
-            sync_all(&registry).await;
+            sync(&registry, resync).await;
+            resync = true;
             loop {
                 let next = tokio::select! {
                     _ = cancel.cancelled() => return,

@@ -1,0 +1,437 @@
+//! CustomResourceDefinitions with the Rust `kube` crate, as a controller author uses them:
+//! `#[derive(CustomResource)]`, the CRD from `Widget::crd()`, waiting for Established, typed CRUD, a
+//! watcher, a finalizer, server-side apply, the status and scale subresources, schema validation, and a
+//! deleted CRD taking its objects with it. Every test uses its own API group (the served-CRD table is
+//! process-wide).
+
+mod common;
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResource;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{DynamicObject, GroupVersionKind};
+use kube::discovery::ApiResource;
+use kube::runtime::wait::{await_condition, conditions};
+use kube::runtime::watcher;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use common::TestServer;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+mod widgets_a {
+    use super::*;
+
+    /// A widget.
+    #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+    #[kube(
+        group = "a.crd-test.example.com",
+        version = "v1",
+        kind = "Widget",
+        namespaced,
+        status = "WidgetStatus",
+        scale(
+            spec_replicas_path = ".spec.replicas",
+            status_replicas_path = ".status.replicas"
+        ),
+        printcolumn(name = "Replicas", type_ = "integer", json_path = ".spec.replicas")
+    )]
+    pub(super) struct WidgetSpec {
+        pub(super) replicas: i32,
+        pub(super) color: Option<String>,
+    }
+
+    /// Its status.
+    #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+    pub(super) struct WidgetStatus {
+        pub replicas: i32,
+    }
+}
+
+async fn install(client: &kube::Client, crd: CustomResourceDefinition) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd.metadata.name.clone().unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    tokio::time::timeout(
+        WAIT,
+        await_condition(crds, &name, conditions::is_crd_established()),
+    )
+    .await
+    .expect("the CRD is Established before the deadline")
+    .unwrap();
+}
+
+fn widget(name: &str, replicas: i32) -> widgets_a::Widget {
+    widgets_a::Widget::new(
+        name,
+        widgets_a::WidgetSpec {
+            replicas,
+            color: Some("red".into()),
+        },
+    )
+}
+
+#[tokio::test]
+async fn derived_crd_serves_typed_crud_watch_finalizers_apply_status_and_scale() {
+    use kube::CustomResourceExt;
+    let srv = TestServer::start().await;
+    let client = srv.client();
+    install(&client, widgets_a::Widget::crd()).await;
+
+    let api: Api<widgets_a::Widget> = Api::namespaced(client.clone(), "default");
+    let mut events = watcher(api.clone(), watcher::Config::default()).boxed();
+    // The first event of a watcher is its initial list.
+    tokio::time::timeout(WAIT, events.next()).await.unwrap();
+
+    let created = api
+        .create(&PostParams::default(), &widget("w1", 2))
+        .await
+        .unwrap();
+    assert_eq!(created.spec.replicas, 2);
+    assert_eq!(created.metadata.generation, Some(1));
+    let got = api.get("w1").await.unwrap();
+    assert_eq!(got.spec, created.spec);
+    let listed = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+
+    // The watcher sees the create.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let ev = tokio::time::timeout_at(deadline, events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let watcher::Event::Apply(w) | watcher::Event::InitApply(w) = ev
+            && w.metadata.name.as_deref() == Some("w1")
+        {
+            break;
+        }
+    }
+
+    // Server-side apply: the manager owns what it sent; a change of spec bumps the generation.
+    let applied = api
+        .patch(
+            "w1",
+            &PatchParams::apply("widget-controller").force(),
+            &Patch::Apply(
+                json!({"apiVersion": "a.crd-test.example.com/v1", "kind": "Widget",
+                                 "spec": {"replicas": 3, "color": "blue"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.spec.replicas, 3);
+    assert_eq!(applied.metadata.generation, Some(2));
+    let managers: Vec<String> = applied
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(
+        managers.contains(&"widget-controller".to_string()),
+        "{managers:?}"
+    );
+
+    // Status through its subresource only, without a generation bump.
+    let with_status = api
+        .patch_status(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(with_status.status, Some(widgets_a::WidgetStatus { replicas: 3 }));
+    assert_eq!(with_status.metadata.generation, Some(2));
+    let ignored = api
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 9}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ignored.status, Some(widgets_a::WidgetStatus { replicas: 3 }));
+
+    // Scale.
+    let scale = api.get_scale("w1").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(3));
+    api.patch_scale(
+        "w1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 5}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(api.get("w1").await.unwrap().spec.replicas, 5);
+
+    // A finalizer holds a deletion until it is removed.
+    api.patch(
+        "w1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/cleanup"]}})),
+    )
+    .await
+    .unwrap();
+    api.delete("w1", &DeleteParams::default()).await.unwrap();
+    let held = api.get("w1").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    api.patch(
+        "w1",
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(json!([{"op": "remove", "path": "/metadata/finalizers"}])).unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(api.get_opt("w1").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_custom_object_violating_its_schema_is_refused_naming_each_field() {
+    let srv = TestServer::start().await;
+    let client = srv.client();
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "gadgets.b.crd-test.example.com"},
+        "spec": {
+            "group": "b.crd-test.example.com",
+            "scope": "Cluster",
+            "names": {"plural": "gadgets", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {"spec": {
+                    "type": "object",
+                    "x-kubernetes-validations": [{"rule": "self.min <= self.max", "message": "min must not exceed max"}],
+                    "properties": {
+                        "min": {"type": "integer", "default": 0},
+                        "max": {"type": "integer", "default": 10},
+                        "size": {"type": "string", "enum": ["small", "large"]},
+                    }
+                }}
+            }}}],
+        }
+    }))
+    .unwrap();
+    install(&client, crd).await;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("b.crd-test.example.com", "v1", "Gadget"),
+        "gadgets",
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let obj = |spec: serde_json::Value| -> DynamicObject {
+        serde_json::from_value(
+            json!({"apiVersion": "b.crd-test.example.com/v1", "kind": "Gadget",
+                                      "metadata": {"name": "g"}, "spec": spec}),
+        )
+        .unwrap()
+    };
+    let err = api
+        .create(
+            &PostParams::default(),
+            &obj(json!({"min": "one", "size": "medium"})),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(status.code, 422);
+    assert!(
+        status.message.contains(
+            r#"spec.min: Invalid value: "string": spec.min in body must be of type integer: "string""#
+        ),
+        "{}",
+        status.message
+    );
+    assert!(
+        status
+            .message
+            .contains(r#"spec.size: Unsupported value: "medium""#),
+        "{}",
+        status.message
+    );
+
+    let err = api
+        .create(&PostParams::default(), &obj(json!({"min": 20})))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        status.message.contains("min must not exceed max"),
+        "{}",
+        status.message
+    );
+
+    // Unknown fields are pruned and defaults filled.
+    let created = api
+        .create(
+            &PostParams::default(),
+            &obj(json!({"size": "small", "colour": "red"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        created.data["spec"],
+        json!({"size": "small", "min": 0, "max": 10})
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_crd_deletes_its_objects_then_the_resource() {
+    let srv = TestServer::start().await;
+    let client = srv.client();
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "things.c.crd-test.example.com"},
+        "spec": {
+            "group": "c.crd-test.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "things", "kind": "Thing"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        }
+    }))
+    .unwrap();
+    install(&client, crd).await;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("c.crd-test.example.com", "v1", "Thing"),
+        "things",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    for n in ["t1", "t2"] {
+        let o: DynamicObject = serde_json::from_value(json!({"apiVersion": "c.crd-test.example.com/v1",
+            "kind": "Thing", "metadata": {"name": n}, "spec": {"x": 1}}))
+        .unwrap();
+        api.create(&PostParams::default(), &o).await.unwrap();
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let uid = crds
+        .get("things.c.crd-test.example.com")
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    crds.delete("things.c.crd-test.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::timeout(
+        WAIT,
+        await_condition(
+            crds.clone(),
+            "things.c.crd-test.example.com",
+            conditions::is_deleted(&uid),
+        ),
+    )
+    .await
+    .expect("the CRD is gone before the deadline")
+    .unwrap();
+    // At once: the resource is no longer served.
+    let err = api.list(&ListParams::default()).await.unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(status.code, 404);
+    // Re-created, it starts empty: the objects went with it.
+    let again: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "things.c.crd-test.example.com"},
+        "spec": {
+            "group": "c.crd-test.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "things", "kind": "Thing"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        }
+    }))
+    .unwrap();
+    install(&client, again).await;
+    assert!(api.list(&ListParams::default()).await.unwrap().items.is_empty());
+}
+
+#[tokio::test]
+async fn bad_crds_are_refused_with_422_and_stored_crds_are_served_after_a_restart() {
+    let mut srv = TestServer::start().await;
+    let client = srv.client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = |name: &str, plural: &str, schema: serde_json::Value| -> CustomResourceDefinition {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {
+                "group": "d.crd-test.example.com",
+                "scope": "Namespaced",
+                "names": {"plural": plural, "kind": "Doohickey"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                              "schema": {"openAPIV3Schema": schema}}],
+            }
+        }))
+        .unwrap()
+    };
+    let ok_schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"n": {"type": "integer"}}}}});
+    let cases = [
+        (
+            crd("wrong.d.crd-test.example.com", "doohickeys", ok_schema.clone()),
+            r#"metadata.name: Invalid value: "wrong.d.crd-test.example.com": must be spec.names.plural+"."+spec.group"#,
+        ),
+        (
+            crd(
+                "doohickeys.d.crd-test.example.com",
+                "doohickeys",
+                json!({"type": "object", "properties": {"spec": {"properties": {}}}}),
+            ),
+            "spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields",
+        ),
+    ];
+    for (bad, want) in cases {
+        let err = crds.create(&PostParams::default(), &bad).await.unwrap_err();
+        let kube::Error::Api(status) = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(status.code, 422);
+        assert!(status.message.contains(want), "{}", status.message);
+    }
+    install(
+        &client,
+        crd(
+            "doohickeys.d.crd-test.example.com",
+            "doohickeys",
+            ok_schema.clone(),
+        ),
+    )
+    .await;
+    // Another CRD may not take its kind.
+    let err = crds
+        .create(
+            &PostParams::default(),
+            &crd("others.d.crd-test.example.com", "others", ok_schema),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(status.code, 422);
+    assert!(
+        status.message.contains(r#""Doohickey" is already in use"#),
+        "{}",
+        status.message
+    );
+
+    srv.restart().await;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("d.crd-test.example.com", "v1", "Doohickey"),
+        "doohickeys",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(srv.client(), "default", &ar);
+    assert!(api.list(&ListParams::default()).await.unwrap().items.is_empty());
+}
