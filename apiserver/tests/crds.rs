@@ -435,3 +435,71 @@ async fn bad_crds_are_refused_with_422_and_stored_crds_are_served_after_a_restar
     let api: Api<DynamicObject> = Api::namespaced_with(srv.client(), "default", &ar);
     assert!(api.list(&ListParams::default()).await.unwrap().items.is_empty());
 }
+
+#[tokio::test]
+async fn a_crd_appears_in_discovery_and_openapi_with_its_schema() {
+    let srv = TestServer::start().await;
+    let client = srv.client();
+    let get = |path: &str| {
+        let client = client.clone();
+        let req = http::Request::get(path).body(Vec::new()).unwrap();
+        async move { client.request::<serde_json::Value>(req).await }
+    };
+    let index_before = get("/openapi/v3").await.unwrap();
+    assert!(
+        index_before["paths"]
+            .get("apis/e.crd-test.example.com/v1")
+            .is_none()
+    );
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "sprockets.e.crd-test.example.com"},
+        "spec": {
+            "group": "e.crd-test.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "sprockets", "kind": "Sprocket", "shortNames": ["spr"], "categories": ["all"]},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "subresources": {"status": {}},
+                          "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                              "spec": {"type": "object", "description": "The sprocket's spec.",
+                                       "properties": {"teeth": {"type": "integer"}}}}}}}],
+        }
+    }))
+    .unwrap();
+    install(&client, crd).await;
+
+    let groups = get("/apis").await.unwrap();
+    assert!(
+        groups["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["name"] == "e.crd-test.example.com")
+    );
+    let list = get("/apis/e.crd-test.example.com/v1").await.unwrap();
+    let res = &list["resources"];
+    assert_eq!(res[0]["name"], "sprockets");
+    assert_eq!(res[0]["shortNames"], json!(["spr"]));
+    assert_eq!(res[0]["categories"], json!(["all"]));
+    assert_eq!(res[1]["name"], "sprockets/status");
+
+    let index = get("/openapi/v3").await.unwrap();
+    let url = index["paths"]["apis/e.crd-test.example.com/v1"]["serverRelativeURL"]
+        .as_str()
+        .expect("the CRD's group-version is in the OpenAPI index")
+        .to_string();
+    assert!(url.contains("?hash="), "{url}");
+    let doc = get(&url).await.unwrap();
+    let schema = &doc["components"]["schemas"]["com.example.crd-test.e.v1.Sprocket"];
+    assert_eq!(
+        schema["properties"]["spec"]["description"],
+        "The sprocket's spec."
+    );
+    assert_eq!(
+        schema["x-kubernetes-group-version-kind"],
+        json!([{"group": "e.crd-test.example.com", "version": "v1", "kind": "Sprocket"}])
+    );
+    let patch =
+        &doc["paths"]["/apis/e.crd-test.example.com/v1/namespaces/{namespace}/sprockets/{name}"]["patch"];
+    assert!(patch["requestBody"]["content"]["application/merge-patch+json"].is_object());
+    assert!(patch["requestBody"]["content"]["application/strategic-merge-patch+json"].is_null());
+}

@@ -135,6 +135,16 @@ pub fn custom_by_plural(group: &str, plural: &str) -> Option<Arc<Custom>> {
         .cloned()
 }
 
+/// The served custom resource of a group, version and kind.
+pub fn custom_for(group: &str, version: &str, kind: &str) -> Option<Arc<Custom>> {
+    read()
+        .by_crd
+        .values()
+        .flatten()
+        .find(|c| (c.info.group, c.info.version, c.info.kind) == (group, version, kind))
+        .cloned()
+}
+
 /// The change counter of the table.
 pub fn generation() -> u64 {
     read().generation

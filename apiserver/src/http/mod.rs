@@ -292,12 +292,9 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
                 _ => get_only(text(StatusCode::OK, "ok")),
             }
         }
-        Route::OpenApiIndex => get_only(json_response(
-            StatusCode::OK,
-            Bytes::from_static(openapi::index()),
-        )),
+        Route::OpenApiIndex => get_only(json_response(StatusCode::OK, openapi::index())),
         Route::OpenApiDoc(path) => match openapi::doc(&path) {
-            Some(doc) => get_only(json_response(StatusCode::OK, Bytes::from_static(doc))),
+            Some(doc) => get_only(json_response(StatusCode::OK, doc)),
             None => error_response(&ApiError::no_route()),
         },
         Route::NotFound => error_response(&ApiError::no_route()),
