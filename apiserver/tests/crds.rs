@@ -503,3 +503,74 @@ async fn a_crd_appears_in_discovery_and_openapi_with_its_schema() {
     assert!(patch["requestBody"]["content"]["application/merge-patch+json"].is_object());
     assert!(patch["requestBody"]["content"]["application/strategic-merge-patch+json"].is_null());
 }
+
+#[tokio::test]
+async fn versions_without_conversion_share_objects_and_selectable_fields_filter_lists() {
+    let srv = TestServer::start().await;
+    let client = srv.client();
+    let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"color": {"type": "string"}}}}}});
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "gears.f.crd-test.example.com"},
+        "spec": {
+            "group": "f.crd-test.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "gears", "kind": "Gear"},
+            "versions": [
+                {"name": "v1beta1", "served": true, "storage": false, "schema": schema},
+                {"name": "v1", "served": true, "storage": true, "schema": schema,
+                 "selectableFields": [{"jsonPath": ".spec.color"}]},
+                {"name": "v1alpha1", "served": false, "storage": false, "schema": schema},
+            ],
+        }
+    }))
+    .unwrap();
+    install(&client, crd).await;
+    let api = |version: &str| -> Api<DynamicObject> {
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("f.crd-test.example.com", version, "Gear"),
+            "gears",
+        );
+        Api::namespaced_with(client.clone(), "default", &ar)
+    };
+    for (name, color) in [("red-one", "red"), ("blue-one", "blue")] {
+        let o: DynamicObject = serde_json::from_value(json!({"apiVersion": "f.crd-test.example.com/v1beta1",
+            "kind": "Gear", "metadata": {"name": name, "labels": {"color": color}}, "spec": {"color": color}}))
+        .unwrap();
+        let created = api("v1beta1").create(&PostParams::default(), &o).await.unwrap();
+        assert_eq!(created.types.unwrap().api_version, "f.crd-test.example.com/v1beta1");
+    }
+    let via_v1 = api("v1").get("red-one").await.unwrap();
+    assert_eq!(via_v1.types.unwrap().api_version, "f.crd-test.example.com/v1");
+    let listed = api("v1beta1").list(&ListParams::default()).await.unwrap();
+    assert!(
+        listed
+            .items
+            .iter()
+            .all(|o| o.types.as_ref().unwrap().api_version == "f.crd-test.example.com/v1beta1")
+    );
+    // v1alpha1 is not served.
+    assert!(api("v1alpha1").list(&ListParams::default()).await.is_err());
+
+    let names = |l: kube::core::ObjectList<DynamicObject>| -> Vec<String> {
+        l.items.into_iter().filter_map(|o| o.metadata.name).collect()
+    };
+    let by_field = api("v1")
+        .list(&ListParams::default().fields("spec.color=blue"))
+        .await
+        .unwrap();
+    assert_eq!(names(by_field), vec!["blue-one"]);
+    let by_label = api("v1").list(&ListParams::default().labels("color=red")).await.unwrap();
+    assert_eq!(names(by_label), vec!["red-one"]);
+    let by_name = api("v1")
+        .list(&ListParams::default().fields("metadata.name=red-one"))
+        .await
+        .unwrap();
+    assert_eq!(names(by_name), vec!["red-one"]);
+    let err = api("v1")
+        .list(&ListParams::default().fields("spec.size=1"))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else { panic!("{err:?}") };
+    assert_eq!(status.code, 400);
+}
