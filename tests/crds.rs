@@ -263,3 +263,84 @@ fn a_watch_sees_custom_objects_and_deleting_the_crd_removes_them_and_the_resourc
     let list = c.ok(&["get", "gadgets", "-o", "name"]);
     assert!(list.trim().is_empty(), "{list}");
 }
+
+#[test]
+fn bad_crds_and_custom_objects_get_a_status_never_a_500() {
+    let c = cluster();
+    install(
+        &c,
+        &WIDGETS
+            .replace("widgets.example.com", "sprockets.example.com")
+            .replace("plural: widgets", "plural: sprockets")
+            .replace("singular: widget", "singular: sprocket")
+            .replace("kind: Widget", "kind: Sprocket")
+            .replace("shortNames: [wd]", "shortNames: [sp]")
+            .replace("categories: [all]", "categories: [gizmos]"),
+        "sprockets.example.com",
+    );
+    let token = c.token();
+    let t = Some(token.as_str());
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let items = "/apis/example.com/v1/namespaces/default/sprockets";
+    let crd = |spec: &str| {
+        format!(
+            r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+                "metadata":{{"name":"bads.example.com"}},"spec":{spec}}}"#
+        )
+    };
+    let names = r#""group":"example.com","scope":"Namespaced","names":{"plural":"bads","kind":"Bad"}"#;
+    let cases: Vec<(&str, String, String, u16)> = vec![
+        ("POST", crds.to_string(), r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"x"}}"#.into(), 422),
+        ("POST", crds.to_string(), crd(&format!(r#"{{{names},"versions":[]}}"#)), 422),
+        ("POST", crds.to_string(), crd(&format!(
+            r#"{{{names},"versions":[{{"name":"v1","served":true,"storage":true,"schema":{{"openAPIV3Schema":{{"type":5}}}}}}]}}"#)), 400),
+        ("POST", crds.to_string(), crd(&format!(
+            r#"{{{names},"versions":[{{"name":"v1","served":true,"storage":true,"schema":{{"openAPIV3Schema":{{"type":"object","properties":{{"a":{{"type":"string","pattern":"(("}}}}}}}}}}]}}"#)), 422),
+        ("POST", crds.to_string(), crd(&format!(
+            r#"{{{names},"versions":[{{"name":"v1","served":true,"storage":true,"schema":{{"openAPIV3Schema":{{"type":"object","x-kubernetes-validations":[{{"rule":"self.a ++ )"}}]}}}}}}]}}"#)), 422),
+        ("POST", items.to_string(), "[]".into(), 400),
+        ("POST", items.to_string(), r#"{"apiVersion":"example.com/v1","kind":"Sprocket","metadata":{"name":"s"},"spec":"flat"}"#.into(), 422),
+        ("POST", items.to_string(), r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"s"}}"#.into(), 400),
+        ("POST", items.to_string(), r#"{"apiVersion":"example.com/v1","kind":"Sprocket","metadata":{"name":"S_S"}}"#.into(), 422),
+    ];
+    for (method, path, body, want) in cases {
+        let (code, got) = c.curl(method, &path, t, "application/json", Some(body.as_bytes()));
+        assert_eq!(code, want, "{body}: {got}");
+        assert_eq!(got["kind"], "Status", "{got}");
+    }
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &widget("s1", "  replicas: 1").replace("Widget", "Sprocket"),
+    );
+    let item = format!("{items}/s1");
+    for (ct, body, want) in [
+        (
+            "application/strategic-merge-patch+json",
+            r#"{"spec":{"replicas":2}}"#,
+            415,
+        ),
+        (
+            "application/json-patch+json",
+            r#"[{"op":"replace","path":"/spec/nope/x","value":1}]"#,
+            422,
+        ),
+        (
+            "application/merge-patch+json",
+            r#"{"spec":{"replicas":"many"}}"#,
+            422,
+        ),
+        ("application/merge-patch+json", r#"{"spec":{"replicas":50}}"#, 422),
+    ] {
+        let (code, got) = c.curl("PATCH", &item, t, ct, Some(body.as_bytes()));
+        assert_eq!(code, want, "{ct} {body}: {got}");
+        assert_eq!(got["kind"], "Status", "{got}");
+    }
+    let (code, got) = c.curl(
+        "PATCH",
+        &format!("{item}/scale"),
+        t,
+        "application/merge-patch+json",
+        Some(br#"{"spec":{"replicas":"x"}}"#),
+    );
+    assert_eq!(code, 422, "{got}");
+}

@@ -538,7 +538,10 @@ async fn versions_without_conversion_share_objects_and_selectable_fields_filter_
             "kind": "Gear", "metadata": {"name": name, "labels": {"color": color}}, "spec": {"color": color}}))
         .unwrap();
         let created = api("v1beta1").create(&PostParams::default(), &o).await.unwrap();
-        assert_eq!(created.types.unwrap().api_version, "f.crd-test.example.com/v1beta1");
+        assert_eq!(
+            created.types.unwrap().api_version,
+            "f.crd-test.example.com/v1beta1"
+        );
     }
     let via_v1 = api("v1").get("red-one").await.unwrap();
     assert_eq!(via_v1.types.unwrap().api_version, "f.crd-test.example.com/v1");
@@ -560,7 +563,10 @@ async fn versions_without_conversion_share_objects_and_selectable_fields_filter_
         .await
         .unwrap();
     assert_eq!(names(by_field), vec!["blue-one"]);
-    let by_label = api("v1").list(&ListParams::default().labels("color=red")).await.unwrap();
+    let by_label = api("v1")
+        .list(&ListParams::default().labels("color=red"))
+        .await
+        .unwrap();
     assert_eq!(names(by_label), vec!["red-one"]);
     let by_name = api("v1")
         .list(&ListParams::default().fields("metadata.name=red-one"))
@@ -571,6 +577,8 @@ async fn versions_without_conversion_share_objects_and_selectable_fields_filter_
         .list(&ListParams::default().fields("spec.size=1"))
         .await
         .unwrap_err();
-    let kube::Error::Api(status) = err else { panic!("{err:?}") };
+    let kube::Error::Api(status) = err else {
+        panic!("{err:?}")
+    };
     assert_eq!(status.code, 400);
 }

@@ -60,7 +60,7 @@ impl Rules {
         each_rule(schema, &mut exprs);
         let programs = exprs
             .into_iter()
-            .filter_map(|e| Some((e.to_string(), Arc::new(cel::Program::compile(e).ok()?))))
+            .filter_map(|e| Some((e.to_string(), Arc::new(compile(e).ok()?))))
             .collect();
         Rules { programs }
     }
@@ -91,7 +91,7 @@ fn walk_json(v: &Value, path: &str, errs: &mut Vec<FieldError>) {
         match r.get("rule").and_then(Value::as_str) {
             None | Some("") => errs.push(FieldError::required(format!("{rp}.rule"), "")),
             Some(rule) => {
-                if let Err(e) = cel::Program::compile(rule) {
+                if let Err(e) = compile(rule) {
                     errs.push(FieldError::invalid(
                         format!("{rp}.rule"),
                         &Value::String(rule.into()),
@@ -101,7 +101,7 @@ fn walk_json(v: &Value, path: &str, errs: &mut Vec<FieldError>) {
             }
         }
         if let Some(m) = r.get("messageExpression").and_then(Value::as_str)
-            && let Err(e) = cel::Program::compile(m)
+            && let Err(e) = compile(m)
         {
             errs.push(FieldError::invalid(
                 format!("{rp}.messageExpression"),
@@ -183,7 +183,17 @@ fn eval(program: &cel::Program, this: &Value, old: Option<&Value>) -> Result<cel
     if let Some(o) = old {
         ctx.add_variable_from_value("oldSelf", to_cel(o));
     }
-    program.execute(&ctx).map_err(|e| e.to_string())
+    // A panic inside the interpreter must not take the request down with it: it is the rule's failure.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| program.execute(&ctx)))
+        .map_err(|_| "the rule could not be evaluated".to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// Compile, treating a panic of the parser as a compile error.
+fn compile(source: &str) -> Result<cel::Program, String> {
+    std::panic::catch_unwind(|| cel::Program::compile(source))
+        .map_err(|_| "the expression could not be parsed".to_string())?
+        .map_err(|e| e.to_string())
 }
 
 fn node(s: &Schema, rules: &Rules, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
