@@ -43,8 +43,15 @@ pub fn set_defaults(crd: &mut Value) {
             names.insert("listKind".into(), json!(format!("{kind}List")));
         }
     }
-    if !spec.get("conversion").is_some_and(Value::is_object) {
-        spec.insert("conversion".into(), json!({"strategy": "None"}));
+    match spec.get_mut("conversion").and_then(Value::as_object_mut) {
+        // A merge that lost the strategy (an apply that does not send `conversion`) keeps upstream's default.
+        Some(c) if c.get("strategy").and_then(Value::as_str).is_none_or(str::is_empty) => {
+            c.insert("strategy".into(), json!("None"));
+        }
+        Some(_) => {}
+        None => {
+            spec.insert("conversion".into(), json!({"strategy": "None"}));
+        }
     }
 }
 
@@ -469,6 +476,9 @@ mod tests {
         set_defaults(&mut c);
         assert_eq!(c["spec"]["names"]["singular"], "widget");
         assert_eq!(c["spec"]["names"]["listKind"], "WidgetList");
+        assert_eq!(c["spec"]["conversion"], json!({"strategy": "None"}));
+        c["spec"]["conversion"] = json!({"strategy": ""});
+        set_defaults(&mut c);
         assert_eq!(c["spec"]["conversion"], json!({"strategy": "None"}));
         assert!(errors(crd()).is_empty(), "{:?}", errors(crd()));
     }
