@@ -582,3 +582,79 @@ async fn versions_without_conversion_share_objects_and_selectable_fields_filter_
     };
     assert_eq!(status.code, 400);
 }
+
+#[tokio::test]
+async fn server_side_apply_merges_custom_lists_by_their_list_type() {
+    let srv = TestServer::start().await;
+    let client = srv.client();
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "pulleys.g.crd-test.example.com"},
+        "spec": {
+            "group": "g.crd-test.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "pulleys", "kind": "Pulley"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                    "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                              "x-kubernetes-list-map-keys": ["name"],
+                              "items": {"type": "object", "required": ["name"], "properties": {
+                                  "name": {"type": "string"}, "port": {"type": "integer"}}}},
+                    "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+                    "args": {"type": "array", "items": {"type": "string"}},
+                }}}}}}],
+        }
+    }))
+    .unwrap();
+    install(&client, crd).await;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("g.crd-test.example.com", "v1", "Pulley"),
+        "pulleys",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let apply = |manager: &'static str, spec: serde_json::Value| {
+        let api = api.clone();
+        async move {
+            api.patch(
+                "p",
+                &PatchParams::apply(manager),
+                &Patch::Apply(
+                    json!({"apiVersion": "g.crd-test.example.com/v1", "kind": "Pulley",
+                                     "metadata": {"name": "p"}, "spec": spec}),
+                ),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    apply(
+        "a",
+        json!({"ports": [{"name": "http", "port": 80}], "tags": ["x"], "args": ["1"]}),
+    )
+    .await;
+    let merged = apply(
+        "b",
+        json!({"ports": [{"name": "https", "port": 443}], "tags": ["y"]}),
+    )
+    .await;
+    assert_eq!(
+        merged.data["spec"]["ports"],
+        json!([{"name": "http", "port": 80}, {"name": "https", "port": 443}])
+    );
+    assert_eq!(merged.data["spec"]["tags"], json!(["x", "y"]));
+    // An atomic list belongs to one manager: another one applying it conflicts.
+    let err = api
+        .patch(
+            "p",
+            &PatchParams::apply("b"),
+            &Patch::Apply(
+                json!({"apiVersion": "g.crd-test.example.com/v1", "kind": "Pulley",
+                                 "metadata": {"name": "p"}, "spec": {"args": ["2"]}}),
+            ),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(status.code, 409, "{}", status.message);
+}

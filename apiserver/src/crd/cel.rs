@@ -177,11 +177,11 @@ pub fn validate(schema: &Schema, rules: &Rules, obj: &Value, old: Option<&Value>
     errs
 }
 
-fn eval(program: &cel::Program, this: &Value, old: Option<&Value>) -> Result<cel::Value, String> {
+fn eval(program: &cel::Program, this: &cel::Value, old: Option<&cel::Value>) -> Result<cel::Value, String> {
     let mut ctx = cel::Context::default();
-    ctx.add_variable_from_value("self", to_cel(this));
+    ctx.add_variable_from_value("self", this.clone());
     if let Some(o) = old {
-        ctx.add_variable_from_value("oldSelf", to_cel(o));
+        ctx.add_variable_from_value("oldSelf", o.clone());
     }
     // A panic inside the interpreter must not take the request down with it: it is the rule's failure.
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| program.execute(&ctx)))
@@ -197,6 +197,12 @@ fn compile(source: &str) -> Result<cel::Program, String> {
 }
 
 fn node(s: &Schema, rules: &Rules, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+    // Converted once per node, for all of its rules (and only where there are rules).
+    let (this, old_cel) = if s.rules.is_empty() {
+        (cel::Value::Null, None)
+    } else {
+        (to_cel(v), old.map(to_cel))
+    };
     for r in &s.rules {
         if r.is_transition() && old.is_none() {
             continue;
@@ -204,7 +210,7 @@ fn node(s: &Schema, rules: &Rules, v: &Value, old: Option<&Value>, path: &str, e
         let Some(program) = rules.programs.get(&r.rule) else {
             continue;
         };
-        let failed = match eval(program, v, old) {
+        let failed = match eval(program, &this, old_cel.as_ref()) {
             Ok(cel::Value::Bool(true)) => None,
             Ok(cel::Value::Bool(false)) => Some(None),
             Ok(other) => Some(Some(format!("rule did not evaluate to a boolean: {other:?}"))),
@@ -221,7 +227,7 @@ fn node(s: &Schema, rules: &Rules, v: &Value, old: Option<&Value>, path: &str, e
                 .message_expression
                 .as_ref()
                 .and_then(|m| rules.programs.get(m))
-                .and_then(|p| match eval(p, v, old) {
+                .and_then(|p| match eval(p, &this, old_cel.as_ref()) {
                     Ok(cel::Value::String(s)) if !s.trim().is_empty() => Some(s.to_string()),
                     _ => None,
                 })

@@ -45,7 +45,11 @@ pub fn set_defaults(crd: &mut Value) {
     }
     match spec.get_mut("conversion").and_then(Value::as_object_mut) {
         // A merge that lost the strategy (an apply that does not send `conversion`) keeps upstream's default.
-        Some(c) if c.get("strategy").and_then(Value::as_str).is_none_or(str::is_empty) => {
+        Some(c)
+            if c.get("strategy")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty) =>
+        {
             c.insert("strategy".into(), json!("None"));
         }
         Some(_) => {}

@@ -145,6 +145,53 @@ pub fn custom_for(group: &str, version: &str, kind: &str) -> Option<Arc<Custom>>
         .cloned()
 }
 
+/// How server-side apply merges the list at `names` (field names from the root; list items add none) of
+/// a custom resource: `x-kubernetes-list-type: map` by its keys, `set` as a set, anything else (`atomic`,
+/// no type) replaced whole, as upstream's structured-merge-diff does for CRDs. `None` for built-in kinds.
+pub fn list_strategy(
+    group: &str,
+    kind: &str,
+    names: &[&str],
+) -> Option<crate::patch::strategic::ListStrategy> {
+    use crate::patch::strategic::ListStrategy;
+    let c = {
+        let t = read();
+        t.by_crd
+            .values()
+            .flatten()
+            .find(|c| c.info.group == group && c.info.kind == kind)
+            .cloned()?
+    };
+    let mut s = &c.schema;
+    for (i, name) in names.iter().enumerate() {
+        s = s.property(name)?;
+        if i + 1 < names.len() && s.ty == "array" {
+            s = s.items.as_deref()?;
+        }
+    }
+    Some(match s.list_type.as_str() {
+        "map" if !s.list_map_keys.is_empty() => ListStrategy::MergeByKey(intern_keys(&s.list_map_keys)),
+        "set" => ListStrategy::Set,
+        _ => ListStrategy::Replace,
+    })
+}
+
+/// `x-kubernetes-list-map-keys` as the `'static` slice `ListStrategy` holds, leaked once per distinct list.
+fn intern_keys(keys: &[String]) -> &'static [&'static str] {
+    static KEYS: std::sync::OnceLock<Mutex<HashMap<Vec<String>, &'static [&'static str]>>> =
+        std::sync::OnceLock::new();
+    let mut map = KEYS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(k) = map.get(keys) {
+        return k;
+    }
+    let leaked = leak_strs(keys.to_vec());
+    map.insert(keys.to_vec(), leaked);
+    leaked
+}
+
 /// The change counter of the table.
 pub fn generation() -> u64 {
     read().generation
