@@ -67,14 +67,22 @@ async fn sync(registry: &Registry, unserve_missing: bool) {
 
 /// Watch CRDs until `cancel`.
 pub fn spawn(registry: Registry, cancel: CancellationToken) -> JoinHandle<()> {
+    let subscribe = |registry: &Registry| {
+        registry
+            .storage()
+            .watch(&crd_info().prefix(None), WatchFrom::Now)
+            .ok()
+            .map(|start| start.subscription)
+    };
+    // The first subscription is taken before this returns, so the server starts with its watcher
+    // registered (tests count the hub's watchers).
+    let mut first = subscribe(&registry);
     tokio::spawn(async move {
         let mut resync = false;
         loop {
-            let info = crd_info();
-            let Ok(start) = registry.storage().watch(&info.prefix(None), WatchFrom::Now) else {
+            let Some(mut sub) = first.take().or_else(|| subscribe(&registry)) else {
                 return;
             };
-            let mut sub = start.subscription;
             sync(&registry, resync).await;
             resync = true;
             loop {
