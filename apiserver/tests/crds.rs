@@ -658,3 +658,94 @@ async fn server_side_apply_merges_custom_lists_by_their_list_type() {
     };
     assert_eq!(status.code, 409, "{}", status.message);
 }
+
+#[tokio::test]
+async fn a_deleted_crd_waits_for_its_objects_finalizers_and_refuses_creates_meanwhile() {
+    let srv = TestServer::start().await;
+    let client = srv.client();
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "cogs.h.crd-test.example.com"},
+        "spec": {
+            "group": "h.crd-test.example.com",
+            "scope": "Cluster",
+            "names": {"plural": "cogs", "kind": "Cog"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        }
+    }))
+    .unwrap();
+    install(&client, crd).await;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("h.crd-test.example.com", "v1", "Cog"),
+        "cogs",
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let cog = |name: &str, finalizers: serde_json::Value| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "h.crd-test.example.com/v1", "kind": "Cog",
+            "metadata": {"name": name, "finalizers": finalizers}}))
+        .unwrap()
+    };
+    api.create(&PostParams::default(), &cog("held", json!(["example.com/hold"])))
+        .await
+        .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = "cogs.h.crd-test.example.com";
+    crds.delete(name, &DeleteParams::default()).await.unwrap();
+
+    // Terminating: the CRD stays, with the condition, while its object is held by a finalizer.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let c = crds.get(name).await.unwrap();
+        let terminating = c
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Terminating" && c.status == "True");
+        if terminating {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never Terminating");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        api.get("held")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    let err = api
+        .create(&PostParams::default(), &cog("new", json!([])))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(status.code, 405);
+    assert_eq!(
+        status.message,
+        "create not allowed while custom resource definition is terminating"
+    );
+
+    // Releasing the object lets the CRD go.
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    let uid = crds.get(name).await.map(|c| c.metadata.uid.unwrap_or_default());
+    if let Ok(uid) = uid {
+        tokio::time::timeout(
+            WAIT,
+            await_condition(crds.clone(), name, conditions::is_deleted(&uid)),
+        )
+        .await
+        .expect("the CRD is gone before the deadline")
+        .unwrap();
+    }
+    assert!(api.list(&ListParams::default()).await.is_err());
+}
