@@ -17,6 +17,9 @@
 //! `http` authenticates every request (the admin token, or a service account JWT checked by
 //! [`serviceaccount`] against the registry) and serves `serviceaccounts/token` through it; the registry
 //! runs the ServiceAccount admission on pod creation when [`Config::service_account_admission`] is on.
+//! [`crd`] adds the kinds of CustomResourceDefinitions to the served table at run time (an in-server
+//! controller watches CRDs in storage) and holds the schema validation, pruning, defaulting and CEL rules
+//! of custom objects.
 
 pub mod crd;
 pub mod error;

@@ -275,7 +275,6 @@ fn custom_canonical(v: Value) -> Result<Value, String> {
 }
 
 /// The interned table entry of one version.
-#[allow(clippy::too_many_arguments)]
 fn intern(
     group: &str,
     version: &str,
