@@ -22,6 +22,7 @@ pub mod error;
 pub mod http;
 pub mod patch;
 pub mod protobuf;
+pub mod rbac;
 pub mod registry;
 pub mod selector;
 pub mod serviceaccount;

@@ -15,8 +15,10 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, Value, json};
 
 mod more_kinds;
+mod rbac;
 
 use more_kinds::*;
+use rbac::*;
 
 /// Which printer a resource uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +65,10 @@ pub enum Printer {
     StorageClass,
     /// `serviceaccounts`: NAME SECRETS AGE.
     ServiceAccount,
+    /// `rolebindings`: NAME ROLE AGE (+ USERS, GROUPS, SERVICEACCOUNTS).
+    RoleBinding,
+    /// `clusterrolebindings`: as role bindings.
+    ClusterRoleBinding,
     /// Any other resource: upstream's default convertor, NAME and CREATED AT.
     Generic,
 }
@@ -96,6 +102,8 @@ impl Printer {
             ("", "persistentvolumeclaims") => Printer::PersistentVolumeClaim,
             ("storage.k8s.io", "storageclasses") => Printer::StorageClass,
             ("", "serviceaccounts") => Printer::ServiceAccount,
+            ("rbac.authorization.k8s.io", "rolebindings") => Printer::RoleBinding,
+            ("rbac.authorization.k8s.io", "clusterrolebindings") => Printer::ClusterRoleBinding,
             _ => Printer::Generic,
         }
     }
@@ -149,6 +157,8 @@ pub fn columns(p: Printer) -> Vec<Value> {
         Printer::PersistentVolumeClaim => PERSISTENT_VOLUME_CLAIM_COLUMNS,
         Printer::StorageClass => STORAGE_CLASS_COLUMNS,
         Printer::ServiceAccount => SERVICE_ACCOUNT_COLUMNS,
+        Printer::RoleBinding => ROLE_BINDING_COLUMNS,
+        Printer::ClusterRoleBinding => CLUSTER_ROLE_BINDING_COLUMNS,
         Printer::Generic => GENERIC_COLUMNS,
     };
     defs.iter()
@@ -188,6 +198,7 @@ pub fn cells(p: Printer, obj: &Value, now: Timestamp) -> Vec<Value> {
         Printer::PersistentVolumeClaim => persistent_volume_claim_cells(obj, now),
         Printer::StorageClass => storage_class_cells(obj, now),
         Printer::ServiceAccount => service_account_cells(obj, now),
+        Printer::RoleBinding | Printer::ClusterRoleBinding => binding_cells(obj, now),
         Printer::Generic => generic_cells(obj),
     }
 }

@@ -10,6 +10,7 @@ pub mod events;
 pub mod gc;
 pub mod namespace;
 pub mod pod_strategy;
+pub mod rbac;
 pub mod resources;
 pub mod service;
 pub mod serviceaccount_admission;
@@ -284,7 +285,8 @@ impl Registry {
                 }
             }
         }
-        service::bootstrap(self).await
+        service::bootstrap(self).await?;
+        rbac::bootstrap(self).await
     }
 
     fn decode(&self, info: &ResourceInfo, body: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
@@ -545,6 +547,10 @@ impl Registry {
                 volume::prepare_create(group, plural, obj, &now_rfc3339());
                 Ok(())
             }
+            (group, plural) if rbac::handles(group, plural) => {
+                rbac::prepare(plural, obj);
+                Ok(())
+            }
             _ => {
                 if info.has_status
                     && let Some(o) = obj.as_object_mut()
@@ -576,6 +582,9 @@ impl Registry {
             }
             ("batch", plural) if batch::handles(plural) => {
                 errors.extend(batch::validate(plural, obj, old, subresource == Some("status")))
+            }
+            (group, plural) if rbac::handles(group, plural) => {
+                errors.extend(rbac::validate(plural, obj, old))
             }
             _ => {}
         }
@@ -708,6 +717,7 @@ impl Registry {
             (group, plural) if volume::handles(group, plural) => {
                 volume::prepare_update(group, plural, &mut new, &old.value, status_update, &now_rfc3339())
             }
+            (group, plural) if rbac::handles(group, plural) => rbac::prepare(plural, &mut new),
             _ => {}
         }
         normalise(&mut new);
