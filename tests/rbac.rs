@@ -246,6 +246,89 @@ fn role_ref_is_immutable_and_rules_are_validated(c: &Cluster) {
     );
 }
 
+fn bad_rbac_input_is_a_status_never_a_500(c: &Cluster) {
+    let token = c.token();
+    let t = Some(token.as_str());
+    let expect = |method: &str, path: &str, body: &str, want: u16, reason: &str| {
+        let (code, status) = c.curl(method, path, t, "application/json", Some(body.as_bytes()));
+        assert_eq!(code, want, "{path} {body}: {status}");
+        assert_eq!(status["kind"], "Status", "{status}");
+        assert_eq!(status["reason"], reason, "{status}");
+    };
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    expect(
+        "POST",
+        &format!("{rbac}/clusterrolebindings"),
+        r#"{"metadata":{"name":"x"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"r"}}"#,
+        422,
+        "Invalid",
+    );
+    expect(
+        "POST",
+        &format!("{rbac}/namespaces/default/roles"),
+        r#"{"metadata":{"name":"x"},"rules":"all"}"#,
+        400,
+        "BadRequest",
+    );
+    expect(
+        "POST",
+        &format!("{rbac}/namespaces/default/rolebindings"),
+        r#"{"metadata":{"name":"x"},"roleRef":{"kind":"Role","name":"r"},"subjects":[{"kind":"Robot","name":"x"}]}"#,
+        422,
+        "Invalid",
+    );
+    expect(
+        "POST",
+        &format!("{rbac}/clusterroles"),
+        r#"{"metadata":{"name":"x"},"rules":[{"apiGroups":[""],"resources":["pods"]}]}"#,
+        422,
+        "Invalid",
+    );
+    let authz = "/apis/authorization.k8s.io/v1";
+    expect(
+        "POST",
+        &format!("{authz}/selfsubjectaccessreviews"),
+        r#"{"spec":{}}"#,
+        422,
+        "Invalid",
+    );
+    expect(
+        "POST",
+        &format!("{authz}/subjectaccessreviews"),
+        r#"{"spec":{"resourceAttributes":{"verb":"get","resource":"pods"}}}"#,
+        422,
+        "Invalid",
+    );
+    expect(
+        "POST",
+        &format!("{authz}/namespaces/default/localsubjectaccessreviews"),
+        r#"{"spec":{"user":"u","resourceAttributes":{"verb":"get","resource":"pods","namespace":"other"}}}"#,
+        422,
+        "Invalid",
+    );
+    expect(
+        "POST",
+        &format!("{authz}/selfsubjectaccessreviews"),
+        "[1,2]",
+        400,
+        "BadRequest",
+    );
+    expect(
+        "POST",
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        r#"{"spec":{}}"#,
+        400,
+        "BadRequest",
+    );
+    expect(
+        "GET",
+        &format!("{authz}/subjectaccessreviews"),
+        "",
+        405,
+        "MethodNotAllowed",
+    );
+}
+
 #[test]
 fn rbac_with_kubectl_on_one_cluster() {
     let c = Cluster::up();
@@ -255,4 +338,5 @@ fn rbac_with_kubectl_on_one_cluster() {
     admin_edit_and_view_hold_aggregated_rules(&c);
     bindings_print_role_and_subjects(&c);
     role_ref_is_immutable_and_rules_are_validated(&c);
+    bad_rbac_input_is_a_status_never_a_500(&c);
 }

@@ -15,7 +15,9 @@
 //!
 //! Layers point one way: `http → registry → storage → watch`; `storage` and `watch` know nothing of HTTP.
 //! `http` authenticates every request (the admin token, or a service account JWT checked by
-//! [`serviceaccount`] against the registry) and serves `serviceaccounts/token` through it; the registry
+//! [`serviceaccount`] against the registry), honours impersonation headers and authorizes it with
+//! [`rbac`] (upstream's RBAC authorizer over the stored roles and bindings; `system:masters` at once),
+//! and serves `serviceaccounts/token` through it; the registry
 //! runs the ServiceAccount admission on pod creation when [`Config::service_account_admission`] is on.
 
 pub mod error;
