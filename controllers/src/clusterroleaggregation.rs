@@ -146,7 +146,7 @@ mod tests {
     #[test]
     fn roles_without_aggregation_or_matches_are_left_alone() {
         let plain = role(json!({"metadata": {"name": "p"}, "rules": [rule("pods")]}));
-        assert_eq!(aggregated_rules(&plain, &[plain.clone()]), None);
+        assert_eq!(aggregated_rules(&plain, std::slice::from_ref(&plain)), None);
         // Nothing matches: an empty rule list equals an absent one.
         let lonely = role(json!({"metadata": {"name": "l"},
             "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}}));
@@ -163,6 +163,6 @@ mod tests {
             json!({"metadata": {"name": "me", "labels": {"agg": "me"}}, "rules": [rule("pods")],
             "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"agg": "me"}}]}}),
         );
-        assert_eq!(aggregated_rules(&me, &[me.clone()]), Some(vec![]));
+        assert_eq!(aggregated_rules(&me, std::slice::from_ref(&me)), Some(vec![]));
     }
 }
