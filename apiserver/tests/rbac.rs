@@ -252,3 +252,71 @@ async fn access_reviews_and_impersonation_answer_from_the_same_rules() {
         Some("system:serviceaccount:default:robot")
     );
 }
+
+#[tokio::test]
+async fn service_account_may_not_grant_what_it_does_not_hold() {
+    let srv = TestServer::start().await;
+    let token = robot_token(&srv).await;
+    // The robot may manage roles and bindings, and read configmaps.
+    let roles: Api<Role> = Api::default_namespaced(srv.client());
+    roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "rbac-manager"},
+                "rules": [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+                           "verbs": ["create", "get", "update"]},
+                          {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    bind(&srv, "manage", "Role", "rbac-manager").await;
+    let as_robot: Api<Role> = Api::default_namespaced(srv.client_with_token(&token));
+    let role = |name: &str, resource: &str| -> Role {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": [resource], "verbs": ["get"]}]}))
+        .unwrap()
+    };
+    // What it holds it may grant.
+    as_robot
+        .create(&PostParams::default(), &role("cm-getter", "configmaps"))
+        .await
+        .unwrap();
+    // What it does not hold it may not.
+    let (code, message) = api_error(
+        as_robot
+            .create(&PostParams::default(), &role("secret-getter", "secrets"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 403);
+    assert_eq!(
+        message,
+        "roles.rbac.authorization.k8s.io \"secret-getter\" is forbidden: user \"system:serviceaccount:default:robot\" (groups=[\"system:serviceaccounts\" \"system:serviceaccounts:default\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}"
+    );
+    // Nor bind a role whose rules it does not hold (cluster-admin: `edit` is empty here, with no
+    // aggregation controller), until it may `bind` that role.
+    let rbs: Api<RoleBinding> = Api::default_namespaced(srv.client_with_token(&token));
+    let to_view: RoleBinding = serde_json::from_value(json!({"metadata": {"name": "viewers"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "User", "name": "jane"}]}))
+    .unwrap();
+    let (code, message) = api_error(rbs.create(&PostParams::default(), &to_view).await.unwrap_err());
+    assert_eq!(code, 403);
+    assert!(
+        message.starts_with("rolebindings.rbac.authorization.k8s.io \"viewers\" is forbidden: user \"system:serviceaccount:default:robot\""),
+        "{message}"
+    );
+    roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "admin-binder"},
+                "rules": [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                           "resourceNames": ["cluster-admin"], "verbs": ["bind"]}]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    bind(&srv, "binder", "Role", "admin-binder").await;
+    rbs.create(&PostParams::default(), &to_view).await.unwrap();
+}

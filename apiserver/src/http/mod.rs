@@ -98,9 +98,14 @@ async fn authenticate(State(st): State<Arc<ServerState>>, mut req: Request, next
         return error_response(&ApiError::unauthorized());
     };
     match authz::authorize(&st, &req, user) {
-        Ok(user) => {
+        Ok(user) if crate::rbac::is_master(&user) => {
             req.extensions_mut().insert(user);
             next.run(req).await
+        }
+        // Other users' RBAC writes are checked for escalation, on their behalf.
+        Ok(user) => {
+            req.extensions_mut().insert(user.clone());
+            crate::rbac::escalation::on_behalf_of(user, next.run(req)).await
         }
         Err(e) => error_response(&e),
     }

@@ -87,7 +87,11 @@ fn applies_to(user: &UserInfo, s: &Subject, namespace: &str) -> bool {
 }
 
 /// upstream `GetRoleReferenceRules`: the rules a binding's role holds, or the lister's not-found error.
-fn role_rules(policy: &dyn Policy, r: &RoleRef, namespace: &str) -> Result<Vec<PolicyRule>, String> {
+pub(crate) fn role_rules(
+    policy: &dyn Policy,
+    r: &RoleRef,
+    namespace: &str,
+) -> Result<Vec<PolicyRule>, String> {
     match r.kind.as_str() {
         "Role" => policy
             .role(namespace, &r.name)

@@ -15,6 +15,7 @@
 
 pub mod attributes;
 pub mod authorizer;
+pub mod escalation;
 pub mod impersonation;
 pub mod rules;
 

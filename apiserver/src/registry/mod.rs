@@ -490,6 +490,7 @@ impl Registry {
         };
         self.prepare_create(info, &mut obj)?;
         normalise(&mut obj);
+        crate::rbac::escalation::check(self, info, &obj, None)?;
         {
             let now = now_rfc3339();
             let kind_key = format!("{}/{}", info.group, info.kind);
@@ -721,6 +722,7 @@ impl Registry {
             _ => {}
         }
         normalise(&mut new);
+        crate::rbac::escalation::check(self, info, &new, Some(&old.value))?;
         let spec_changed = match (info.group, info.plural) {
             ("apps", plural) => apps::bumps_generation(plural, &new, &old.value),
             ("batch", _) => batch::bumps_generation(&new, &old.value),
