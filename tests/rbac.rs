@@ -85,6 +85,18 @@ fn can_i_says_no_then_yes_after_a_role_binding(c: &Cluster) {
         "{list}"
     );
     assert!(list.contains("[/api/*]"), "{list}");
+    // The admin's rules come from the cluster-admin binding, each once (as upstream's listing).
+    let admin = c.ok(&["auth", "can-i", "--list"]);
+    let wildcard_rows = admin
+        .lines()
+        .filter(|l| l.split_whitespace().collect::<Vec<_>>() == ["[*]", "[]", "[*]"]);
+    assert_eq!(wildcard_rows.count(), 1, "{admin}");
+    assert!(
+        admin
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["*.*", "[]", "[]", "[*]"]),
+        "{admin}"
+    );
 }
 
 fn service_account_token_gets_403_then_200_after_a_binding(c: &Cluster) {
