@@ -6,6 +6,7 @@
 
 pub mod discovery;
 pub mod openapi;
+pub mod openapi_v2;
 pub mod proxy;
 pub mod request;
 pub mod reviews;
@@ -290,6 +291,20 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
                 )),
                 ("livez", true) => get_only(text(StatusCode::OK, "[+]ping ok\nlivez check passed\n")),
                 _ => get_only(text(StatusCode::OK, "ok")),
+            }
+        }
+        Route::OpenApiV2 => {
+            let doc = openapi_v2::current();
+            let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+            if openapi_v2::wants_protobuf(accept) {
+                let mut resp = Response::new(Body::from(doc.protobuf.clone()));
+                resp.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(openapi_v2::PROTOBUF_CONTENT_TYPE),
+                );
+                get_only(resp)
+            } else {
+                get_only(json_response(StatusCode::OK, doc.json.clone()))
             }
         }
         Route::OpenApiIndex => get_only(json_response(

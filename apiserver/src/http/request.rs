@@ -19,6 +19,8 @@ pub enum Route {
     GroupVersion(String, String),
     /// `/healthz`, `/livez`, `/readyz` (and their `/<check>` children)
     Health(String),
+    /// `/openapi/v2`
+    OpenApiV2,
     /// `/openapi/v3`
     OpenApiIndex,
     /// `/openapi/v3/<path>`
@@ -64,6 +66,7 @@ pub fn route(path: &str) -> Route {
         ["api"] => Route::Api,
         ["apis"] => Route::Apis,
         [h @ ("healthz" | "livez" | "readyz"), rest @ ..] if rest.len() <= 1 => Route::Health(h.to_string()),
+        ["openapi", "v2"] => Route::OpenApiV2,
         ["openapi", "v3"] => Route::OpenApiIndex,
         ["openapi", "v3", rest @ ..] => Route::OpenApiDoc(rest.join("/")),
         ["api", "v1", rest @ ..] => resource_route("", "v1", rest),
@@ -251,6 +254,7 @@ mod tests {
             Route::GroupVersion("apps".into(), "v1".into())
         );
         assert_eq!(route("/apis/apps"), Route::Group("apps".into()));
+        assert_eq!(route("/openapi/v2"), Route::OpenApiV2);
     }
 
     #[test]
