@@ -78,3 +78,36 @@ fn openapi_v2_serves_json_and_explain_reads_it() {
     let out = c.ok(&["explain", "pods.spec.containers", "--output=plaintext-openapiv2"]);
     assert!(out.contains("FIELDS:") && out.contains("image"), "{out}");
 }
+
+#[test]
+fn kubectl_discovers_through_aggregated_discovery_alone() {
+    let c = Cluster::start();
+    let out = c.kubectl(&["api-resources", "-v=6"]);
+    assert!(out.status.success());
+    let log = String::from_utf8_lossy(&out.stderr);
+    let gets: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("\"Response\" verb=\"GET\""))
+        .collect();
+    // Two documents hold everything: no per-group-version requests follow.
+    assert_eq!(gets.len(), 2, "{log}");
+    assert!(
+        !log.contains("/api/v1?") && !log.contains("/apis/apps/v1?"),
+        "{log}"
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    let deploy = table
+        .lines()
+        .find(|l| l.starts_with("deployments "))
+        .unwrap_or_else(|| panic!("{table}"));
+    let cols: Vec<&str> = deploy.split_whitespace().collect();
+    assert_eq!(cols, ["deployments", "deploy", "apps/v1", "true", "Deployment"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("pods ") && l.contains(" po "))
+    );
+    // The legacy documents stay for plain JSON.
+    let apis = json_of(&c.ok(&["get", "--raw", "/apis"]));
+    assert_eq!(apis["kind"], "APIGroupList");
+}

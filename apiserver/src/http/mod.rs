@@ -243,11 +243,26 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
     };
     match route {
         Route::Version => get_only(json_value(StatusCode::OK, &discovery::version())),
-        Route::Api => get_only(json_value(
-            StatusCode::OK,
-            &discovery::api_versions(&st.server_address),
-        )),
-        Route::Apis => get_only(json_value(StatusCode::OK, &discovery::api_groups())),
+        Route::Api | Route::Apis => {
+            let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+            let core = route == Route::Api;
+            let mut resp = match discovery::negotiate(accept) {
+                discovery::DiscoveryFormat::Aggregated(v) => {
+                    let mut resp = json_value(StatusCode::OK, &discovery::aggregated(core, v));
+                    if let Ok(ct) = HeaderValue::from_str(&discovery::aggregated_content_type(v)) {
+                        resp.headers_mut().insert(header::CONTENT_TYPE, ct);
+                    }
+                    resp
+                }
+                discovery::DiscoveryFormat::Legacy if core => {
+                    json_value(StatusCode::OK, &discovery::api_versions(&st.server_address))
+                }
+                discovery::DiscoveryFormat::Legacy => json_value(StatusCode::OK, &discovery::api_groups()),
+            };
+            resp.headers_mut()
+                .insert(header::VARY, HeaderValue::from_static("Accept"));
+            get_only(resp)
+        }
         Route::Group(g) => match discovery::api_group(&g) {
             Some(doc) => get_only(json_value(StatusCode::OK, &doc)),
             None => error_response(&ApiError::no_route()),
