@@ -18,6 +18,7 @@
 //! [`serviceaccount`] against the registry) and serves `serviceaccounts/token` through it; the registry
 //! runs the ServiceAccount admission on pod creation when [`Config::service_account_admission`] is on.
 
+pub mod encode;
 pub mod error;
 pub mod http;
 pub mod patch;

@@ -99,13 +99,24 @@ async fn authenticate(State(st): State<Arc<ServerState>>, mut req: Request, next
 /// A `metav1.Status` response for an error.
 pub fn error_response(e: &ApiError) -> Response {
     let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_response(
-        code,
-        Bytes::from(serde_json::to_vec(&e.to_status()).expect("JSON serialises")),
-    )
+    json_response(code, Bytes::from(crate::encode::to_vec(&e.to_status())))
 }
 
+/// An API answer: JSON ending in a newline, as Go's `json.Encoder` (upstream's serializer) writes it.
 fn json_response(code: StatusCode, body: Bytes) -> Response {
+    let body = if body.last() == Some(&b'\n') {
+        body
+    } else {
+        let mut v = Vec::with_capacity(body.len() + 1);
+        v.extend_from_slice(&body);
+        v.push(b'\n');
+        Bytes::from(v)
+    };
+    json_raw(code, body)
+}
+
+/// JSON bytes as they are (OpenAPI documents: upstream serves them without a newline).
+fn json_raw(code: StatusCode, body: Bytes) -> Response {
     let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = code;
     resp.headers_mut()
@@ -114,7 +125,9 @@ fn json_response(code: StatusCode, body: Bytes) -> Response {
 }
 
 fn json_value(code: StatusCode, v: &Value) -> Response {
-    json_response(code, Bytes::from(serde_json::to_vec(v).expect("JSON serialises")))
+    let mut bytes = crate::encode::to_vec(v);
+    bytes.push(b'\n');
+    json_response(code, Bytes::from(bytes))
 }
 
 /// Add one `Warning: 299 - "..."` header per warning the write collected (client-go prints them).
@@ -319,15 +332,12 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
                 );
                 get_only(resp)
             } else {
-                get_only(json_response(StatusCode::OK, doc.json.clone()))
+                get_only(json_raw(StatusCode::OK, doc.json.clone()))
             }
         }
-        Route::OpenApiIndex => get_only(json_response(
-            StatusCode::OK,
-            Bytes::from_static(openapi::index()),
-        )),
+        Route::OpenApiIndex => get_only(json_raw(StatusCode::OK, Bytes::from_static(openapi::index()))),
         Route::OpenApiDoc(path) => match openapi::doc(&path) {
-            Some(doc) => get_only(json_response(StatusCode::OK, Bytes::from_static(doc))),
+            Some(doc) => get_only(json_raw(StatusCode::OK, Bytes::from_static(doc))),
             None => error_response(&ApiError::no_route()),
         },
         Route::NotFound => error_response(&ApiError::no_route()),
@@ -885,7 +895,7 @@ fn list_bytes(
         Value::String(info.api_version()),
         meta
     );
-    let size = head.len() + items.iter().map(|i| i.bytes.len() + 1).sum::<usize>() + 2;
+    let size = head.len() + items.iter().map(|i| i.bytes.len() + 1).sum::<usize>() + 3;
     let mut out = Vec::with_capacity(size);
     out.extend_from_slice(head.as_bytes());
     for (i, item) in items.iter().enumerate() {
@@ -894,7 +904,7 @@ fn list_bytes(
         }
         out.extend_from_slice(&item.bytes);
     }
-    out.extend_from_slice(b"]}");
+    out.extend_from_slice(b"]}\n");
     Bytes::from(out)
 }
 
