@@ -69,3 +69,109 @@ async fn raw_error(client: &kube::Client, path: &str) -> (u16, String) {
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     (status, String::from_utf8(bytes.to_vec()).unwrap())
 }
+
+#[tokio::test]
+async fn metadata_only_get_list_and_watch_answer_partial_object_metadata() {
+    use futures_util::StreamExt;
+    use kube::api::{ListParams, Patch, PatchParams};
+    use kube::core::PartialObjectMeta;
+    use kube::runtime::{WatchStreamExt, watcher};
+
+    let srv = TestServer::start().await;
+    let client = srv.client();
+    create_cm(&client, "meta").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+
+    let one = api.get_metadata("meta").await.unwrap();
+    assert_eq!(one.types.as_ref().unwrap().kind, "PartialObjectMetadata");
+    assert_eq!(one.types.as_ref().unwrap().api_version, "meta.k8s.io/v1");
+    assert_eq!(one.metadata.labels.unwrap()["app"], "x");
+
+    let list = api.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(list.types.kind, "PartialObjectMetadataList");
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].metadata.name.as_deref(), Some("meta"));
+
+    // The raw answers carry metadata only, not the data.
+    let req = http::Request::get("/api/v1/namespaces/default/configmaps/meta")
+        .header(
+            "Accept",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let text = client.request_text(req).await.unwrap();
+    assert!(
+        text.starts_with(
+            r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"meta""#
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("\"data\""), "{text}");
+
+    // A metadata watcher sees the label change.
+    let meta_api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(client.clone(), "default");
+    let mut events = watcher(meta_api, watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    let first = tokio::time::timeout(std::time::Duration::from_secs(10), events.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.metadata.name.as_deref(), Some("meta"));
+    let patch = serde_json::json!({"metadata": {"labels": {"app": "y"}}});
+    api.patch("meta", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let changed = tokio::time::timeout(std::time::Duration::from_secs(10), events.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(changed.metadata.labels.unwrap()["app"], "y");
+    let watch_req = http::Request::get("/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1")
+        .header(
+            "Accept",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let stream = client.request_text(watch_req).await.unwrap();
+    let line = stream.lines().next().unwrap();
+    assert!(
+        line.starts_with(
+            r#"{"type":"ADDED","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1""#
+        ),
+        "{line}"
+    );
+    assert!(!line.contains("\"data\""), "{line}");
+}
+
+#[tokio::test]
+async fn a_metadata_kind_that_does_not_fit_the_request_is_406() {
+    let srv = TestServer::start().await;
+    let client = srv.client();
+    create_cm(&client, "x").await;
+    for (path, accept) in [
+        (
+            "/api/v1/namespaces/default/configmaps/x",
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        ),
+        (
+            "/api/v1/namespaces/default/configmaps",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        ),
+        (
+            "/api/v1/namespaces/default/configmaps",
+            "application/json;as=Unknown;g=meta.k8s.io;v=v1",
+        ),
+    ] {
+        let req = http::Request::get(path)
+            .header("Accept", accept)
+            .body(kube::client::Body::from(Vec::new()))
+            .unwrap();
+        let resp = client.send(req).await.unwrap();
+        assert_eq!(resp.status().as_u16(), 406, "{path} {accept}");
+    }
+}

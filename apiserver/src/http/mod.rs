@@ -772,6 +772,11 @@ fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError>
 fn single(info: &ResourceInfo, obj: &Stored, format: Format, query: &Query) -> Result<Response, ApiError> {
     match format {
         Format::Json => Ok(json_response(StatusCode::OK, obj.bytes.clone())),
+        Format::Metadata { .. } => {
+            let version = format.check_metadata(false).map_err(ApiError::not_acceptable)?;
+            let partial = request::partial_object_metadata(&obj.value, version.unwrap_or("v1"));
+            Ok(json_value(StatusCode::OK, &partial))
+        }
         Format::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
             let printer = Printer::for_resource(info.group, info.plural);
@@ -856,6 +861,29 @@ fn list(
             StatusCode::OK,
             list_bytes(info, &result.items, result.revision, cont.as_deref(), remaining),
         )),
+        Format::Metadata { .. } => {
+            let version = format
+                .check_metadata(true)
+                .map_err(ApiError::not_acceptable)?
+                .unwrap_or("v1");
+            let items: Vec<Bytes> = result
+                .items
+                .iter()
+                .map(|o| {
+                    Bytes::from(crate::encode::to_vec(&request::partial_object_metadata(
+                        &o.value, version,
+                    )))
+                })
+                .collect();
+            let list = ListHead {
+                kind: "PartialObjectMetadataList",
+                api_version: &format!("meta.k8s.io/{version}"),
+                revision: result.revision,
+                cont: cont.as_deref(),
+                remaining,
+            };
+            Ok(json_response(StatusCode::OK, list.body(&items)))
+        }
         Format::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
             let printer = Printer::for_resource(info.group, info.plural);
@@ -882,30 +910,54 @@ fn list_bytes(
     cont: Option<&str>,
     remaining: Option<usize>,
 ) -> Bytes {
-    let mut meta = json!({"resourceVersion": revision.to_string()});
-    if let Some(c) = cont {
-        meta["continue"] = json!(c);
-    }
-    if let Some(r) = remaining {
-        meta["remainingItemCount"] = json!(r);
-    }
-    let head = format!(
-        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
-        Value::String(info.list_kind()),
-        Value::String(info.api_version()),
-        meta
-    );
-    let size = head.len() + items.iter().map(|i| i.bytes.len() + 1).sum::<usize>() + 3;
-    let mut out = Vec::with_capacity(size);
-    out.extend_from_slice(head.as_bytes());
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+    let items: Vec<Bytes> = items.iter().map(|i| i.bytes.clone()).collect();
+    let head = ListHead {
+        kind: &info.list_kind(),
+        api_version: &info.api_version(),
+        revision,
+        cont,
+        remaining,
+    };
+    head.body(&items)
+}
+
+/// What a list body says besides its items.
+struct ListHead<'a> {
+    kind: &'a str,
+    api_version: &'a str,
+    revision: u64,
+    cont: Option<&'a str>,
+    remaining: Option<usize>,
+}
+
+impl ListHead<'_> {
+    /// `{"kind":..,"apiVersion":..,"metadata":..,"items":[..]}` and a newline, items as they are.
+    fn body(&self, items: &[Bytes]) -> Bytes {
+        let mut meta = json!({"resourceVersion": self.revision.to_string()});
+        if let Some(c) = self.cont {
+            meta["continue"] = json!(c);
         }
-        out.extend_from_slice(&item.bytes);
+        if let Some(r) = self.remaining {
+            meta["remainingItemCount"] = json!(r);
+        }
+        let head = format!(
+            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+            Value::String(self.kind.to_string()),
+            Value::String(self.api_version.to_string()),
+            meta
+        );
+        let size = head.len() + items.iter().map(|i| i.len() + 1).sum::<usize>() + 3;
+        let mut out = Vec::with_capacity(size);
+        out.extend_from_slice(head.as_bytes());
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(item);
+        }
+        out.extend_from_slice(b"]}\n");
+        Bytes::from(out)
     }
-    out.extend_from_slice(b"]}\n");
-    Bytes::from(out)
 }
 
 impl IntoResponse for ApiError {

@@ -50,6 +50,10 @@ impl Encoder {
         out.extend_from_slice(b"\",\"object\":");
         match self.format {
             Format::Json => out.extend_from_slice(&obj.bytes),
+            // Each event's object is a PartialObjectMetadata, whichever of the two kinds was asked for.
+            Format::Metadata { version, .. } => out.extend_from_slice(&crate::encode::to_vec(
+                &super::request::partial_object_metadata(&obj.value, version),
+            )),
             Format::Table => {
                 let t = table::table(
                     self.printer,
@@ -74,7 +78,11 @@ impl Encoder {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
         // kind/apiVersion are required: kube-rs and client-go reject a bookmark without them.
-        let obj = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": meta});
+        let obj = match self.format {
+            Format::Metadata { version, .. } => json!({"kind": "PartialObjectMetadata",
+                "apiVersion": format!("meta.k8s.io/{version}"), "metadata": meta}),
+            _ => json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": meta}),
+        };
         line("BOOKMARK", &obj)
     }
 }
