@@ -175,3 +175,36 @@ async fn a_metadata_kind_that_does_not_fit_the_request_is_406() {
         assert_eq!(resp.status().as_u16(), 406, "{path} {accept}");
     }
 }
+
+/// `k8s\0` + runtime.Unknown{typeMeta{v1, DeleteOptions}, raw}, as client-go's typed clients write it.
+fn protobuf_delete_options(raw: &[u8]) -> Vec<u8> {
+    fn field(tag: u8, b: &[u8]) -> Vec<u8> {
+        assert!(b.len() < 128);
+        [&[tag << 3 | 2, b.len() as u8][..], b].concat()
+    }
+    let type_meta = [field(1, b"v1"), field(2, b"DeleteOptions")].concat();
+    let unknown = [field(1, &type_meta), field(2, raw)].concat();
+    [&b"k8s\0"[..], &unknown].concat()
+}
+
+#[tokio::test]
+async fn a_protobuf_delete_options_body_is_honoured() {
+    let srv = TestServer::start().await;
+    let client = srv.client();
+    create_cm(&client, "pb").await;
+    let delete = |raw: Vec<u8>| {
+        http::Request::delete("/api/v1/namespaces/default/configmaps/pb")
+            .header("Content-Type", "application/vnd.kubernetes.protobuf")
+            .body(kube::client::Body::from(protobuf_delete_options(&raw)))
+            .unwrap()
+    };
+    // preconditions {uid: "wrong"}: a 409 shows the body was read.
+    let pre = [&[2 << 3 | 2, 7, 1 << 3 | 2, 5][..], b"wrong"].concat();
+    let resp = client.send(delete(pre)).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 409);
+    // gracePeriodSeconds: 0
+    let resp = client.send(delete(vec![1 << 3, 0])).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    assert!(api.get_opt("pb").await.unwrap().is_none());
+}

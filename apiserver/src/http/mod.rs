@@ -485,7 +485,7 @@ async fn resource(
                 ))
             }
             Method::DELETE => {
-                let opts = delete_options(&query, &body)?;
+                let opts = delete_options(&query, headers, &body)?;
                 let sel = selection(info, &query, None)?;
                 let (items, rev) = st.registry.delete_collection(info, ns, &sel, &opts).await?;
                 let resp = json_response(StatusCode::OK, list_bytes(info, &items, rev, None, None));
@@ -511,7 +511,7 @@ async fn resource(
             }
             Method::PATCH => patch(st, info, ns, name, None, headers, &query, body).await,
             Method::DELETE => {
-                let opts = delete_options(&query, &body)?;
+                let opts = delete_options(&query, headers, &body)?;
                 let w = st.registry.delete(info, ns, name, &opts).await?;
                 let warn = |resp: Response| with_gc_warning(resp, info, &opts);
                 let returns_object = info.group.is_empty()
@@ -706,7 +706,7 @@ fn default_manager(headers: &HeaderMap) -> Option<String> {
     (!product.is_empty()).then(|| product.chars().take(128).collect())
 }
 
-fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+fn delete_options(query: &Query, headers: &HeaderMap, body: &[u8]) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions {
         grace_period_seconds: query.int("gracePeriodSeconds")?,
         dry_run: query.dry_run()?,
@@ -720,8 +720,12 @@ fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError>
         })?),
     };
     if !body.iter().all(u8::is_ascii_whitespace) {
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?;
+        // Typed clients (kubectl drain's pod deletes) send DeleteOptions as protobuf.
+        let v: Value = match content_type(headers).as_str() {
+            "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(body),
+            _ => serde_json::from_slice(body).map_err(|e| e.to_string()),
+        }
+        .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?;
         if let Some(g) = v.get("gracePeriodSeconds").filter(|g| !g.is_null()) {
             opts.grace_period_seconds = Some(
                 g.as_i64()
