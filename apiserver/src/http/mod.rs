@@ -92,8 +92,32 @@ async fn authenticate(State(st): State<Arc<ServerState>>, mut req: Request, next
             req.extensions_mut().insert(user);
             next.run(req).await
         }
-        None => error_response(&ApiError::unauthorized()),
+        None => {
+            drain(req.into_body()).await;
+            error_response(&ApiError::unauthorized())
+        }
     }
+}
+
+/// Read and drop a request body we answer without reading (an error, a discovery document), up to
+/// `MAX_BODY_BYTES` and a few seconds. Over HTTP/2, answering before the client has sent its whole body
+/// ends the stream with RST_STREAM, and curl then reports a framing error instead of our answer (about
+/// half the time, depending on the race).
+async fn drain(body: Body) {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut read = 0usize;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Ok(data) = frame.into_data() {
+                read += data.len();
+                if read > MAX_BODY_BYTES {
+                    break;
+                }
+            }
+        }
+    })
+    .await;
 }
 
 /// A `metav1.Status` response for an error.
@@ -247,6 +271,14 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let query = Query::parse(parts.uri.query());
     let route = request::route(parts.uri.path());
+    let reads_body = matches!(route, Route::Resource(_))
+        || (matches!(route, Route::Review(_)) && parts.method == Method::POST);
+    let body = if reads_body {
+        body
+    } else {
+        drain(body).await;
+        Body::empty()
+    };
     let get_only = |resp: Response| {
         if parts.method == Method::GET {
             resp
