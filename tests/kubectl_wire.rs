@@ -172,3 +172,29 @@ fn an_answer_before_the_body_is_read_does_not_reset_the_http2_stream() {
         );
     }
 }
+
+#[test]
+fn event_ttl_flag_expires_events() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = Cluster::start_with(
+        &tmp.path().join("data"),
+        0,
+        "apiserver",
+        &["--event-ttl=1s"],
+        None,
+    );
+    let event = "apiVersion: v1
+kind: Event
+metadata:
+  name: e1
+involvedObject: {kind: Pod, name: p, namespace: default}
+reason: Test
+message: expires
+type: Normal
+";
+    c.ok_stdin(&["apply", "-f", "-"], event);
+    common::eventually(std::time::Duration::from_secs(15), "the event expires", || {
+        let out = c.ok(&["get", "events", "-o", "name"]);
+        (!out.contains("e1")).then_some(())
+    });
+}

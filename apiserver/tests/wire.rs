@@ -208,3 +208,54 @@ async fn a_protobuf_delete_options_body_is_honoured() {
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     assert!(api.get_opt("pb").await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn events_expire_ttl_after_their_last_write() {
+    use k8s_openapi::api::core::v1::Event;
+    use kube::api::{Patch, PatchParams};
+    use std::time::{Duration, Instant};
+
+    let ttl = Duration::from_secs(2);
+    let srv = TestServer::start_with_event_ttl(ttl).await;
+    let api: Api<Event> = Api::namespaced(srv.client(), "default");
+    let event = |name: &str| -> Event {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+            "reason": "Test", "message": "m", "type": "Normal",
+        }))
+        .unwrap()
+    };
+    let t0 = Instant::now();
+    api.create(&PostParams::default(), &event("short")).await.unwrap();
+    api.create(&PostParams::default(), &event("kept")).await.unwrap();
+
+    // "kept" is written every 500 ms for longer than the TTL: it stays while "short" goes.
+    let mut count = 1;
+    while t0.elapsed() < ttl + Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        count += 1;
+        let patch = serde_json::json!({"count": count});
+        api.patch("kept", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("a rewritten event must not expire");
+    }
+    assert!(
+        api.get_opt("short").await.unwrap().is_none(),
+        "short outlived its TTL"
+    );
+
+    let t1 = Instant::now();
+    loop {
+        if api.get_opt("kept").await.unwrap().is_none() {
+            break;
+        }
+        assert!(t1.elapsed() < Duration::from_secs(15), "kept never expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        t1.elapsed() >= ttl - Duration::from_millis(600),
+        "kept expired early: {:?}",
+        t1.elapsed()
+    );
+}

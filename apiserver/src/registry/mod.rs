@@ -6,6 +6,7 @@
 
 pub mod apps;
 pub mod batch;
+pub mod event_ttl;
 pub mod events;
 pub mod gc;
 pub mod namespace;
