@@ -198,3 +198,58 @@ type: Normal
         (!out.contains("e1")).then_some(())
     });
 }
+
+fn deployment(image: &str, replicas: u32) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {{app: web}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers:
+      - name: web
+        image: {image}
+"
+    )
+}
+
+#[test]
+fn server_side_apply_over_a_client_side_apply_takes_over_without_force() {
+    let c = Cluster::start();
+    c.ok_stdin(&["apply", "-f", "-"], &deployment("nginx:1.27", 2));
+    let out = c.ok_stdin(
+        &["apply", "--server-side", "-f", "-"],
+        &deployment("nginx:1.28", 3),
+    );
+    assert!(out.contains("deployment.apps/web serverside-applied"), "{out}");
+    let d = json_of(&c.ok(&["get", "deployment", "web", "-o", "json", "--show-managed-fields"]));
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.28"
+    );
+    let kubectl = d["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "kubectl" && e["operation"] == "Apply")
+        .expect("kubectl's apply entry");
+    assert!(
+        kubectl["fieldsV1"]["f:spec"]["f:replicas"].is_object(),
+        "{kubectl}"
+    );
+    // Back to client-side apply: it diffs against what was applied server-side.
+    let out = c.ok_stdin(&["apply", "-f", "-"], &deployment("nginx:1.29", 3));
+    assert!(out.contains("deployment.apps/web configured"), "{out}");
+    let d = json_of(&c.ok(&["get", "deployment", "web", "-o", "json"]));
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.29"
+    );
+}

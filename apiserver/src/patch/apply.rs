@@ -425,9 +425,90 @@ pub struct Conflict {
     pub field: String,
 }
 
+/// kubectl's client-side apply annotation.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// The manager `kubectl apply --server-side` uses: the only one upstream upgrades from client-side apply.
+const KUBECTL: &str = "kubectl";
+
 /// Apply `applied` (the manager's whole intent) to `current` (None: the object does not exist yet).
 /// Returns the new object with its managed fields, or the conflicts.
+///
+/// For the `kubectl` manager this is upstream's client-side to server-side apply upgrade
+/// (`managedfields/internal/lastappliedmanager.go` and `lastappliedupdater.go`): conflicts on fields the
+/// last-applied annotation holds with the live value are no conflicts (the apply takes them over, as if
+/// forced), and an object that has the annotation gets it rewritten to the applied configuration, so a
+/// later client-side apply computes its patch from what was applied last.
 pub fn apply(
+    current: Option<&Value>,
+    applied: &Value,
+    force: bool,
+    ctx: &Context<'_>,
+) -> Result<Value, Vec<Conflict>> {
+    let result = match apply_as_asked(current, applied, force, ctx) {
+        Err(conflicts) if ctx.manager == KUBECTL => {
+            let Some(allowed) = current.and_then(|c| allowed_from_last_applied(c, ctx)) else {
+                return Err(conflicts);
+            };
+            let rest: Vec<Conflict> = conflicts
+                .into_iter()
+                .filter(|c| !allowed.contains(&c.field))
+                .collect();
+            if !rest.is_empty() {
+                return Err(rest);
+            }
+            apply_as_asked(current, applied, true, ctx)
+        }
+        other => other,
+    };
+    let mut obj = result?;
+    if ctx.manager == KUBECTL && obj.pointer(&last_applied_pointer()).is_some() {
+        let value = build_last_applied(applied);
+        obj["metadata"]["annotations"][LAST_APPLIED] = Value::String(value);
+    }
+    Ok(obj)
+}
+
+fn last_applied_pointer() -> String {
+    format!("/metadata/annotations/{}", LAST_APPLIED.replace('/', "~1"))
+}
+
+/// upstream `allowedConflictsFromLastApplied`: the fields of the last-applied configuration whose value
+/// the live object still has (printed as conflicts print them). None without a usable annotation.
+fn allowed_from_last_applied(live: &Value, ctx: &Context<'_>) -> Option<BTreeSet<String>> {
+    let text = live.pointer(&last_applied_pointer())?.as_str()?;
+    let last: Value = serde_json::from_str(text).ok()?;
+    if last.get("apiVersion").and_then(Value::as_str) != Some(ctx.api_version) {
+        return None;
+    }
+    Some(
+        field_paths(&last, ctx.kind_key, ctx.skip)
+            .into_iter()
+            .filter(|p| {
+                let live_value = value_at(live, p);
+                live_value.is_some()
+                    && (p.last().is_some_and(|l| l == ".") || live_value == value_at(&last, p))
+            })
+            .map(|p| display(&p))
+            .collect(),
+    )
+}
+
+/// upstream `buildLastApplied`: the applied configuration without the annotation itself, as JSON with
+/// Go's encoder's trailing newline (what kubectl writes there too).
+fn build_last_applied(applied: &Value) -> String {
+    let mut obj = applied.clone();
+    if let Some(a) = obj
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove(LAST_APPLIED);
+    }
+    let mut text = serde_json::to_string(&obj).expect("JSON serialises");
+    text.push('\n');
+    text
+}
+
+fn apply_as_asked(
     current: Option<&Value>,
     applied: &Value,
     force: bool,
