@@ -259,3 +259,64 @@ async fn events_expire_ttl_after_their_last_write() {
         t1.elapsed()
     );
 }
+
+#[tokio::test]
+async fn server_side_apply_to_the_status_and_scale_subresources() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::api::{Patch, PatchParams};
+
+    let srv = TestServer::start().await;
+    let api: Api<Deployment> = Api::namespaced(srv.client(), "default");
+    let deployment = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
+    });
+    api.patch("web", &PatchParams::apply("kubectl"), &Patch::Apply(&deployment))
+        .await
+        .unwrap();
+
+    let status = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 9},
+        "status": {"observedGeneration": 1, "conditions": [{"type": "Available", "status": "False"}]}});
+    let d = api
+        .patch_status("web", &PatchParams::apply("ctrl"), &Patch::Apply(&status))
+        .await
+        .unwrap();
+    assert_eq!(
+        d.spec.as_ref().unwrap().replicas,
+        Some(1),
+        "the status endpoint leaves spec alone"
+    );
+    assert_eq!(d.status.as_ref().unwrap().observed_generation, Some(1));
+
+    // The scale's replicas are the parent's spec.replicas: kubectl owns them, so only a forced apply wins.
+    let scale = serde_json::json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web"},
+        "spec": {"replicas": 4}});
+    let err = api
+        .patch_scale("web", &PatchParams::apply("hpa"), &Patch::Apply(&scale))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 409), "{err}");
+    let s = api
+        .patch_scale("web", &PatchParams::apply("hpa").force(), &Patch::Apply(&scale))
+        .await
+        .unwrap();
+    assert_eq!(s.spec.unwrap().replicas, Some(4));
+
+    let d = api.get("web").await.unwrap();
+    let entries = d.metadata.managed_fields.unwrap();
+    let entry = |m: &str| entries.iter().find(|e| e.manager.as_deref() == Some(m)).unwrap();
+    assert_eq!(entry("ctrl").subresource.as_deref(), Some("status"));
+    assert_eq!(entry("hpa").subresource.as_deref(), Some("scale"));
+    assert_eq!(
+        entry("hpa").fields_v1.as_ref().unwrap().0,
+        serde_json::json!({"f:spec": {"f:replicas": {}}})
+    );
+    assert!(
+        entry("kubectl").fields_v1.as_ref().unwrap().0["f:spec"]
+            .get("f:replicas")
+            .is_none()
+    );
+}

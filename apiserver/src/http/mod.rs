@@ -604,6 +604,36 @@ async fn resource(
                         .await?;
                     Ok(json_value(StatusCode::OK, &scale))
                 }
+                ("scale", Method::PATCH)
+                    if matches!(
+                        content_type(headers).as_str(),
+                        "application/apply-patch+yaml" | "application/apply-patch+json"
+                    ) =>
+                {
+                    // Server-side apply of a Scale is an apply of the parent's `spec.replicas`, recorded
+                    // under the `scale` subresource (upstream's scale managed-fields mapping).
+                    let mut opts = query.write_options(headers)?;
+                    opts.field_manager = query.get("fieldManager").map(str::to_string);
+                    let force = query.flag("force")?;
+                    let applied: Value = serde_norway::from_slice(&body)
+                        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+                    let mut parent = json!({"apiVersion": info.api_version(), "kind": info.kind,
+                                            "metadata": {"name": name}});
+                    if let Some(ns) = ns {
+                        parent["metadata"]["namespace"] = json!(ns);
+                    }
+                    if let Some(r) = applied.pointer("/spec/replicas") {
+                        parent["spec"] = json!({"replicas": r});
+                    }
+                    let (obj, _) = st
+                        .registry
+                        .apply(info, ns, name, Some("scale"), parent, force, &opts)
+                        .await?;
+                    Ok(with_warnings(
+                        json_value(StatusCode::OK, &crate::registry::scale_of(&obj.value)),
+                        &opts,
+                    ))
+                }
                 ("scale", Method::PATCH) => {
                     let opts = query.write_options(headers)?;
                     let patch: Value = serde_json::from_slice(&body)
