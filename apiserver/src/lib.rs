@@ -170,11 +170,11 @@ impl ApiServer {
             .handle(handle.clone());
         let app = http::router(state);
         let mut tasks = Vec::new();
-        tasks.push(tokio::spawn(registry::event_ttl::run(
+        tasks.push(registry::event_ttl::spawn(
             registry.clone(),
             config.event_ttl,
             cancel.clone(),
-        )));
+        ));
         tasks.push(tokio::spawn(async move {
             if let Err(e) = server.serve(app.into_make_service()).await {
                 tracing::error!(error = %e, "the HTTPS server stopped");

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::resources;
 use super::{DeleteOptions, Registry};
-use crate::storage::{Stored, WatchFrom};
+use crate::storage::{Stored, WatchFrom, WatchStart};
 use crate::watch::{EventType, Next};
 
 /// kube-apiserver's `--event-ttl` default.
@@ -68,17 +68,36 @@ fn entry(obj: &Stored, deadline: Instant) -> Option<Entry> {
     })
 }
 
-/// Expire events `ttl` after their last write until `cancel`.
-pub async fn run(registry: Registry, ttl: Duration, cancel: CancellationToken) {
-    let Some(info) = resources::find("", "v1", "events") else {
-        return;
-    };
+/// Start expiring events `ttl` after their last write, until `cancel`. The watch on events is registered
+/// before this returns (so the server's watcher count is settled once it serves).
+pub fn spawn(registry: Registry, ttl: Duration, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+    let info = resources::find("", "v1", "events");
+    let first = info.and_then(|i| registry.watch(i, None, WatchFrom::Now).ok());
+    tokio::spawn(async move {
+        if let (Some(info), Some(first)) = (info, first) {
+            run(registry, info, first, ttl, cancel).await;
+        }
+    })
+}
+
+async fn run(
+    registry: Registry,
+    info: &'static resources::ResourceInfo,
+    first: WatchStart,
+    ttl: Duration,
+    cancel: CancellationToken,
+) {
     let mut deadlines: HashMap<String, Entry> = HashMap::new();
     let mut tick = tokio::time::interval(sweep_interval(ttl));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut first = Some(first);
     'watch: loop {
-        let Ok(start) = registry.watch(info, None, WatchFrom::Now) else {
-            return;
+        let start = match first.take() {
+            Some(s) => s,
+            None => match registry.watch(info, None, WatchFrom::Now) {
+                Ok(s) => s,
+                Err(_) => return,
+            },
         };
         let now = (Instant::now(), jiff::Timestamp::now());
         let mut seen = std::collections::HashSet::new();
