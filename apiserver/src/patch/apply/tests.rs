@@ -212,3 +212,45 @@ fn other_managers_and_fields_changed_since_the_last_client_side_apply_still_conf
     assert_eq!(err[0].manager, "kubectl-edit");
     assert_eq!(err[0].field, r#".spec.template.spec.containers[name="c"].image"#);
 }
+
+#[test]
+fn a_write_that_adds_a_map_gives_it_its_own_dot_entry_and_an_apply_does_not() {
+    let mut created = deployment("nginx:1", json!([]));
+    record_update(None, &mut created, &ctx("kubectl-create"));
+    let f = &created["metadata"]["managedFields"][0]["fieldsV1"];
+    assert_eq!(f["f:metadata"]["f:labels"], json!({".": {}, "f:app": {}}));
+    assert_eq!(
+        f["f:spec"]["f:template"]["f:metadata"]["f:labels"],
+        json!({".": {}, "f:app": {}})
+    );
+    // Structs (spec, template) have none; neither does matchLabels' parent, a struct.
+    assert!(f["f:spec"].get(".").is_none() && f["f:spec"]["f:template"].get(".").is_none());
+    assert_eq!(f["f:spec"]["f:selector"]["f:matchLabels"]["."], json!({}));
+    assert!(f["f:spec"]["f:selector"].get(".").is_none());
+    // A later write adding a label owns the label, not the map, which was there already.
+    let mut labelled = created.clone();
+    labelled["metadata"]["labels"]["team"] = json!("x");
+    record_update(Some(&created), &mut labelled, &ctx("kubectl-label"));
+    let entries = managers(&labelled);
+    let label = entries.iter().find(|e| e.name == "kubectl-label").unwrap();
+    let want: BTreeSet<FieldPath> = [vec!["f:metadata".to_string(), "f:labels".into(), "f:team".into()]]
+        .into_iter()
+        .collect();
+    assert_eq!(label.fields, want);
+    // Apply sets list leaves only, as upstream.
+    let applied = apply(None, &deployment("nginx:1", json!([])), false, &ctx("ssa")).unwrap();
+    let f = &applied["metadata"]["managedFields"][0]["fieldsV1"];
+    assert_eq!(f["f:metadata"]["f:labels"], json!({"f:app": {}}));
+}
+
+#[test]
+fn map_fields_are_the_built_in_kinds_maps() {
+    assert!(is_map_field("/ConfigMap", &["data"]));
+    assert!(!is_map_field("apps/Deployment", &["data"]));
+    assert!(is_map_field("/Service", &["spec", "selector"]));
+    assert!(!is_map_field("apps/Deployment", &["spec", "selector"]));
+    assert!(is_map_field(
+        "apps/Deployment",
+        &["spec", "template", "spec", "containers", "resources", "limits"]
+    ));
+}
