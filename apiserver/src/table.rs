@@ -15,8 +15,10 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, Value, json};
 
 mod more_kinds;
+mod policy_kinds;
 
 use more_kinds::*;
+use policy_kinds::*;
 
 /// Which printer a resource uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +65,12 @@ pub enum Printer {
     StorageClass,
     /// `serviceaccounts`: NAME SECRETS AGE.
     ServiceAccount,
+    /// `replicationcontrollers`: NAME DESIRED CURRENT READY AGE (+ containers, images, selector).
+    ReplicationController,
+    /// `poddisruptionbudgets.policy`: NAME MIN AVAILABLE MAX UNAVAILABLE ALLOWED DISRUPTIONS AGE.
+    PodDisruptionBudget,
+    /// `resourcequotas`: NAME AGE REQUEST LIMIT.
+    ResourceQuota,
     /// Any other resource: upstream's default convertor, NAME and CREATED AT.
     Generic,
 }
@@ -96,6 +104,9 @@ impl Printer {
             ("", "persistentvolumeclaims") => Printer::PersistentVolumeClaim,
             ("storage.k8s.io", "storageclasses") => Printer::StorageClass,
             ("", "serviceaccounts") => Printer::ServiceAccount,
+            ("", "replicationcontrollers") => Printer::ReplicationController,
+            ("policy", "poddisruptionbudgets") => Printer::PodDisruptionBudget,
+            ("", "resourcequotas") => Printer::ResourceQuota,
             _ => Printer::Generic,
         }
     }
@@ -149,6 +160,9 @@ pub fn columns(p: Printer) -> Vec<Value> {
         Printer::PersistentVolumeClaim => PERSISTENT_VOLUME_CLAIM_COLUMNS,
         Printer::StorageClass => STORAGE_CLASS_COLUMNS,
         Printer::ServiceAccount => SERVICE_ACCOUNT_COLUMNS,
+        Printer::ReplicationController => REPLICATION_CONTROLLER_COLUMNS,
+        Printer::PodDisruptionBudget => POD_DISRUPTION_BUDGET_COLUMNS,
+        Printer::ResourceQuota => RESOURCE_QUOTA_COLUMNS,
         Printer::Generic => GENERIC_COLUMNS,
     };
     defs.iter()
@@ -188,6 +202,9 @@ pub fn cells(p: Printer, obj: &Value, now: Timestamp) -> Vec<Value> {
         Printer::PersistentVolumeClaim => persistent_volume_claim_cells(obj, now),
         Printer::StorageClass => storage_class_cells(obj, now),
         Printer::ServiceAccount => service_account_cells(obj, now),
+        Printer::ReplicationController => replication_controller_cells(obj, now),
+        Printer::PodDisruptionBudget => pod_disruption_budget_cells(obj, now),
+        Printer::ResourceQuota => resource_quota_cells(obj, now),
         Printer::Generic => generic_cells(obj),
     }
 }
@@ -2500,7 +2517,8 @@ mod tests {
             ),
             ("storage.k8s.io", "storageclasses", Printer::StorageClass),
             ("", "serviceaccounts", Printer::ServiceAccount),
-            ("", "resourcequotas", Printer::Generic),
+            ("", "resourcequotas", Printer::ResourceQuota),
+            ("", "limitranges", Printer::Generic),
             ("apps", "pods", Printer::Generic),
             ("example.com", "widgets", Printer::Generic),
         ];

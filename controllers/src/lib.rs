@@ -35,6 +35,7 @@ pub mod podgc;
 pub mod podutil;
 pub mod queue;
 pub mod replicaset;
+pub mod replication;
 pub mod rootca;
 pub mod scheduler;
 pub mod selector;
@@ -210,6 +211,7 @@ pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
         ("cronjob", cronjob::start),
         ("ttl-after-finished", ttl_after_finished::start),
         ("replicaset", replicaset::start),
+        ("replicationcontroller", replication::start),
         ("deployment", deployment::start),
         ("statefulset", statefulset::start),
         ("daemonset", daemonset::start),

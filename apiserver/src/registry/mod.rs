@@ -6,10 +6,13 @@
 
 pub mod apps;
 pub mod batch;
+pub mod disruption_budget;
 pub mod events;
+pub mod eviction;
 pub mod gc;
 pub mod namespace;
 pub mod pod_strategy;
+pub mod replication;
 pub mod resources;
 pub mod service;
 pub mod serviceaccount_admission;
@@ -545,6 +548,10 @@ impl Registry {
                 volume::prepare_create(group, plural, obj, &now_rfc3339());
                 Ok(())
             }
+            (group, plural) if replication::handles(group, plural) => {
+                replication::prepare_create(obj);
+                Ok(())
+            }
             _ => {
                 if info.has_status
                     && let Some(o) = obj.as_object_mut()
@@ -576,6 +583,12 @@ impl Registry {
             }
             ("batch", plural) if batch::handles(plural) => {
                 errors.extend(batch::validate(plural, obj, old, subresource == Some("status")))
+            }
+            (group, plural) if replication::handles(group, plural) => {
+                errors.extend(replication::validate(obj, subresource == Some("status")))
+            }
+            (group, plural) if disruption_budget::handles(group, plural) => {
+                errors.extend(disruption_budget::validate(obj, subresource == Some("status")))
             }
             _ => {}
         }
@@ -708,6 +721,7 @@ impl Registry {
             (group, plural) if volume::handles(group, plural) => {
                 volume::prepare_update(group, plural, &mut new, &old.value, status_update, &now_rfc3339())
             }
+            (group, plural) if replication::handles(group, plural) => replication::default(&mut new),
             _ => {}
         }
         normalise(&mut new);
@@ -1174,8 +1188,13 @@ fn scale_of(obj: &Value) -> Value {
             metadata[f] = v.clone();
         }
     }
+    // A ReplicationController's selector is a plain map; the others' a LabelSelector.
     let selector = obj
         .pointer("/spec/selector/matchLabels")
+        .or_else(|| {
+            let rc = obj.get("kind").and_then(Value::as_str) == Some("ReplicationController");
+            obj.pointer("/spec/selector").filter(|_| rc)
+        })
         .and_then(Value::as_object)
         .map(|l| {
             l.iter()

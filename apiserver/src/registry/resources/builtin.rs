@@ -4,7 +4,7 @@ use super::*;
 
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, core::v1 as core,
-    discovery::v1 as discovery, scheduling::v1 as scheduling, storage::v1 as storage,
+    discovery::v1 as discovery, policy::v1 as policy, scheduling::v1 as scheduling, storage::v1 as storage,
 };
 
 /// Every served resource.
@@ -44,6 +44,13 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
                 kind: "PodAttachOptions",
                 verbs: &["create", "get"],
                 group_version: None,
+            },
+            // registry/eviction: a delete that honours PodDisruptionBudgets.
+            Subresource {
+                name: "eviction",
+                kind: "Eviction",
+                verbs: &["create"],
+                group_version: Some(("policy", "v1")),
             },
             // Takes and returns a Pod, of which it changes spec.ephemeralContainers (pod_strategy).
             Subresource {
@@ -432,4 +439,16 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         alias: None,
     },
     kind::<scheduling::PriorityClass>("priorityclass").short(&["pc"]),
+    // ---- the kinds of the controller manager's policy controllers (replication, disruption, quota) ----
+    kind::<core::ReplicationController>("replicationcontroller")
+        .short(&["rc"])
+        .categories(&["all"])
+        .subresources(&[status("ReplicationController"), scale()])
+        .status_split()
+        .generation(),
+    kind::<policy::PodDisruptionBudget>("poddisruptionbudget")
+        .short(&["pdb"])
+        .subresources(&[status("PodDisruptionBudget")])
+        .status_split()
+        .generation(),
 ];
