@@ -19,6 +19,7 @@ pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod discovery;
+pub mod disruption;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod expectations;
@@ -212,6 +213,7 @@ pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
         ("ttl-after-finished", ttl_after_finished::start),
         ("replicaset", replicaset::start),
         ("replicationcontroller", replication::start),
+        ("disruption", disruption::start),
         ("deployment", deployment::start),
         ("statefulset", statefulset::start),
         ("daemonset", daemonset::start),
