@@ -37,6 +37,7 @@ pub mod podutil;
 pub mod queue;
 pub mod replicaset;
 pub mod replication;
+pub mod resourcequota;
 pub mod rootca;
 pub mod scheduler;
 pub mod selector;
@@ -214,6 +215,7 @@ pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
         ("replicaset", replicaset::start),
         ("replicationcontroller", replication::start),
         ("disruption", disruption::start),
+        ("resourcequota", resourcequota::start),
         ("deployment", deployment::start),
         ("statefulset", statefulset::start),
         ("daemonset", daemonset::start),

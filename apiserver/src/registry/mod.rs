@@ -12,6 +12,7 @@ pub mod eviction;
 pub mod gc;
 pub mod namespace;
 pub mod pod_strategy;
+pub mod quota;
 pub mod replication;
 pub mod resources;
 pub mod service;
@@ -505,6 +506,10 @@ impl Registry {
         if let Some(ns) = &ns {
             self.check_namespace(info, ns, &name)?;
         }
+        // Events are not subject to quota (upstream's ignored resources).
+        if info.plural != "events" {
+            self.admit_quota(info, &obj, opts.dry_run).await?;
+        }
         let key = info.key(ns.as_deref(), &name);
         let dry_run = opts.dry_run;
         let written = self
@@ -589,6 +594,9 @@ impl Registry {
             }
             (group, plural) if disruption_budget::handles(group, plural) => {
                 errors.extend(disruption_budget::validate(obj, subresource == Some("status")))
+            }
+            (group, plural) if quota::handles(group, plural) => {
+                errors.extend(quota::validate(obj, subresource == Some("status")))
             }
             _ => {}
         }

@@ -451,4 +451,8 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         .subresources(&[status("PodDisruptionBudget")])
         .status_split()
         .generation(),
+    kind::<core::ResourceQuota>("resourcequota")
+        .short(&["quota"])
+        .subresources(&[status("ResourceQuota")])
+        .status_split(),
 ];
