@@ -608,7 +608,7 @@ pub fn parse_quantity(s: &str) -> Result<ParsedQuantity, &'static str> {
 
 impl ParsedQuantity {
     /// upstream `Quantity.Add`: the sum keeps this one's format, unless this one is zero.
-    pub fn add(self, other: ParsedQuantity) -> ParsedQuantity {
+    pub fn plus(self, other: ParsedQuantity) -> ParsedQuantity {
         ParsedQuantity {
             nanos: self.nanos.saturating_add(other.nanos),
             format: if self.nanos == 0 {

@@ -107,7 +107,7 @@ pub fn add(a: &ResourceList, b: &ResourceList) -> ResourceList {
     let mut out = a.clone();
     for (k, v) in b {
         let sum = match out.get(k) {
-            Some(cur) => cur.add(*v),
+            Some(cur) => cur.plus(*v),
             None => *v,
         };
         out.insert(k.clone(), sum);
@@ -303,12 +303,10 @@ pub fn usage(group: &str, plural: &str, obj: &Value, now: jiff::Timestamp) -> Re
         return out;
     }
     match plural {
-        "pods" => {
-            if pod_counts(obj, now) {
-                let requests = pod_resources(obj, "requests");
-                let limits = pod_resources(obj, "limits");
-                out = add(&out, &compute_usage(&requests, &limits));
-            }
+        "pods" if pod_counts(obj, now) => {
+            let requests = pod_resources(obj, "requests");
+            let limits = pod_resources(obj, "limits");
+            out = add(&out, &compute_usage(&requests, &limits));
         }
         "services" => {
             out.insert("services".into(), units(1));

@@ -56,7 +56,7 @@ pub fn scaled_value(v: &IntOrString, total: i32, round_up: bool) -> Result<i32, 
         IntOrString::Int(n) => Ok(*n),
         IntOrString::String(s) => {
             let pct: i64 = s.strip_suffix('%').and_then(|n| n.parse().ok()).ok_or_else(|| {
-                format!("invalid value for IntOrString: invalid type: string is not a percentage")
+                "invalid value for IntOrString: invalid type: string is not a percentage".to_string()
             })?;
             let product = pct * i64::from(total);
             let value = if round_up {

@@ -24,14 +24,13 @@ pub fn default(obj: &mut Value) {
         .and_then(Value::as_object)
         .cloned();
     let spec = ensure_object(obj, &["spec"]);
-    if let Some(labels) = &template_labels {
-        if spec
+    if let Some(labels) = &template_labels
+        && spec
             .get("selector")
             .and_then(Value::as_object)
             .is_none_or(Map::is_empty)
-        {
-            spec["selector"] = json!(labels);
-        }
+    {
+        spec["selector"] = json!(labels);
     }
     set_default(spec, "replicas", json!(1));
     if let Some(labels) = template_labels {
