@@ -169,6 +169,7 @@ fn replication_controllers_budgets_evictions_quotas_and_drain() {
         s.spawn(|| disruption_budget_status(&Ns::new(&c, "pdb-e2e")));
         s.spawn(|| eviction_refused_then_allowed(&Ns::new(&c, "evict-e2e")));
         s.spawn(|| quota_refuses_past_its_limit(&Ns::new(&c, "quota-e2e")));
+        s.spawn(|| limit_range_defaults_and_refuses(&Ns::new(&c, "limits-e2e")));
     });
     drain_honours_the_budget(&Ns::new(&c, "drain-e2e"));
 }
@@ -418,6 +419,36 @@ fn quota_refuses_past_its_limit(k: &Ns) {
     k.ok(&["delete", "pod", "a", "--wait=true"]);
     k.wait_json(&["quota", "q"], |v| v["status"]["used"]["pods"] == "1");
     k.apply(&pod("c"));
+}
+
+fn limit_range_defaults_and_refuses(k: &Ns) {
+    k.apply(
+        "apiVersion: v1\nkind: LimitRange\nmetadata:\n  name: lr\nspec:\n  limits:\n  - type: Container\n    \
+         default: {cpu: 200m}\n    defaultRequest: {cpu: 100m}\n    max: {cpu: \"1\"}\n",
+    );
+    let lr = k.json(&["limits", "lr"]);
+    assert_eq!(lr["spec"]["limits"][0]["max"], json!({"cpu": "1"}));
+    let pod = |name: &str, resources: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 0\n  \
+             containers:\n  - name: c\n    image: {IMAGE}\n    resources: {resources}\n"
+        )
+    };
+    k.apply(&pod("plain", "{}"));
+    let p = k.json(&["pod", "plain"]);
+    assert_eq!(
+        p["spec"]["containers"][0]["resources"],
+        json!({"limits": {"cpu": "200m"}, "requests": {"cpu": "100m"}})
+    );
+    assert_eq!(
+        p["metadata"]["annotations"]["kubernetes.io/limit-ranger"],
+        json!("LimitRanger plugin set: cpu request for container c; cpu limit for container c")
+    );
+    let err = k.apply_fails(&pod("big", "{limits: {cpu: \"2\"}}"));
+    assert!(
+        err.contains("pods \"big\" is forbidden: maximum cpu usage per Container is 1, but limit is 2"),
+        "{err}"
+    );
 }
 
 fn drain_honours_the_budget(k: &Ns) {

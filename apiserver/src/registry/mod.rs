@@ -10,6 +10,7 @@ pub mod disruption_budget;
 pub mod events;
 pub mod eviction;
 pub mod gc;
+pub mod limit_range;
 pub mod namespace;
 pub mod pod_strategy;
 pub mod quota;
@@ -491,6 +492,10 @@ impl Registry {
             None
         };
         self.prepare_create(info, &mut obj)?;
+        if (info.group, info.plural) == ("", "pods") {
+            // LimitRanger, mutating: after the scheme defaults, as upstream's admission runs after decoding.
+            self.limit_ranger_defaults(&mut obj);
+        }
         normalise(&mut obj);
         {
             let now = now_rfc3339();
@@ -506,6 +511,8 @@ impl Registry {
         if let Some(ns) = &ns {
             self.check_namespace(info, ns, &name)?;
         }
+        // Validating admission: LimitRanger, then ResourceQuota (upstream's order).
+        self.limit_ranger_validate(info, &obj)?;
         // Events are not subject to quota (upstream's ignored resources).
         if info.plural != "events" {
             self.admit_quota(info, &obj, opts.dry_run).await?;
@@ -557,6 +564,10 @@ impl Registry {
                 replication::prepare_create(obj);
                 Ok(())
             }
+            (group, plural) if limit_range::handles(group, plural) => {
+                limit_range::default(obj);
+                Ok(())
+            }
             _ => {
                 if info.has_status
                     && let Some(o) = obj.as_object_mut()
@@ -597,6 +608,9 @@ impl Registry {
             }
             (group, plural) if quota::handles(group, plural) => {
                 errors.extend(quota::validate(obj, subresource == Some("status")))
+            }
+            (group, plural) if limit_range::handles(group, plural) => {
+                errors.extend(limit_range::validate(obj))
             }
             _ => {}
         }
@@ -730,6 +744,7 @@ impl Registry {
                 volume::prepare_update(group, plural, &mut new, &old.value, status_update, &now_rfc3339())
             }
             (group, plural) if replication::handles(group, plural) => replication::default(&mut new),
+            (group, plural) if limit_range::handles(group, plural) => limit_range::default(&mut new),
             _ => {}
         }
         normalise(&mut new);

@@ -455,4 +455,5 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         .short(&["quota"])
         .subresources(&[status("ResourceQuota")])
         .status_split(),
+    kind::<core::LimitRange>("limitrange").short(&["limits"]),
 ];
