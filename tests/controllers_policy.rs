@@ -419,6 +419,26 @@ fn quota_refuses_past_its_limit(k: &Ns) {
     k.ok(&["delete", "pod", "a", "--wait=true"]);
     k.wait_json(&["quota", "q"], |v| v["status"]["used"]["pods"] == "1");
     k.apply(&pod("c"));
+    // A controller that cannot create its pods says why (upstream's "exceeded quota" RC conformance case).
+    k.apply(&format!(
+        "apiVersion: v1\nkind: ReplicationController\nmetadata:\n  name: over\nspec:\n  replicas: 1\n  template:\n    \
+         metadata:\n      labels: {{app: over}}\n    spec:\n      containers:\n      - name: c\n        image: {IMAGE}\n"
+    ));
+    let rc = k.wait_json(&["rc", "over"], |v| {
+        v["status"]["conditions"][0]["type"] == "ReplicaFailure"
+    });
+    let cond = &rc["status"]["conditions"][0];
+    assert_eq!(
+        (&cond["status"], &cond["reason"]),
+        (&json!("True"), &json!("FailedCreate"))
+    );
+    assert!(
+        cond["message"]
+            .as_str()
+            .unwrap()
+            .contains("exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2"),
+        "{cond}"
+    );
 }
 
 fn limit_range_defaults_and_refuses(k: &Ns) {
