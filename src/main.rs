@@ -56,6 +56,9 @@ struct ServeArgs {
     /// controller manager's `default` ServiceAccounts) is the one that can be.
     #[arg(long, value_delimiter = ',')]
     disable_admission_plugins: Vec<String>,
+    /// How long an event is kept after its last change (kube-apiserver's flag; a Go duration).
+    #[arg(long, default_value = "1h", value_parser = parse_period)]
+    event_ttl: Duration,
 }
 
 #[derive(Args, Clone)]
@@ -376,6 +379,7 @@ async fn serve(
             .disable_admission_plugins
             .iter()
             .any(|p| p == "ServiceAccount"),
+        event_ttl: args.event_ttl,
     };
     let server = apiserver::ApiServer::start(config)
         .await

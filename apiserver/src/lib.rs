@@ -18,6 +18,7 @@
 //! [`serviceaccount`] against the registry) and serves `serviceaccounts/token` through it; the registry
 //! runs the ServiceAccount admission on pod creation when [`Config::service_account_admission`] is on.
 
+pub mod encode;
 pub mod error;
 pub mod http;
 pub mod patch;
@@ -60,6 +61,9 @@ pub struct Config {
     /// controller manager creates each namespace's `default` ServiceAccount; tests that run the API
     /// server alone turn it off.
     pub service_account_admission: bool,
+    /// How long an event lives after its last write (kube-apiserver's `--event-ttl`, 1 h by default:
+    /// [`registry::event_ttl::DEFAULT_EVENT_TTL`]).
+    pub event_ttl: Duration,
 }
 
 /// Why the API server could not start.
@@ -166,6 +170,11 @@ impl ApiServer {
             .handle(handle.clone());
         let app = http::router(state);
         let mut tasks = Vec::new();
+        tasks.push(registry::event_ttl::spawn(
+            registry.clone(),
+            config.event_ttl,
+            cancel.clone(),
+        ));
         tasks.push(tokio::spawn(async move {
             if let Err(e) = server.serve(app.into_make_service()).await {
                 tracing::error!(error = %e, "the HTTPS server stopped");

@@ -1,7 +1,10 @@
-//! Legacy discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/<g>[/<v>]`) and `/version`.
+//! Discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/<g>[/<v>]`) and `/version`.
 //!
-//! We answer aggregated-discovery requests with the legacy documents and a plain `application/json` content
-//! type; kubectl 1.32 then falls back to per-group-version requests (reference §1.4).
+//! `/api` and `/apis` answer in two forms, chosen by `Accept` (reference §1.4): the legacy `APIVersions` /
+//! `APIGroupList`, and aggregated discovery (`apidiscovery.k8s.io/v2` or `v2beta1` `APIGroupDiscoveryList`,
+//! which kubectl 1.32 asks for first), where one document holds every resource of every group and no
+//! per-group-version requests follow. Both are built from the served-kinds table on each request, so kinds
+//! added at run time show at once.
 
 use serde_json::{Value, json};
 
@@ -126,9 +129,237 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}))
 }
 
+/// Which document a discovery request on `/api` or `/apis` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiscoveryFormat {
+    /// `APIVersions` / `APIGroupList`.
+    Legacy,
+    /// `APIGroupDiscoveryList` of `apidiscovery.k8s.io/<version>` (`v2` or `v2beta1`).
+    Aggregated(&'static str),
+}
+
+/// The first alternative of `Accept` we serve (client-go sends v2, v2beta1, then plain JSON).
+pub fn negotiate(accept: Option<&str>) -> DiscoveryFormat {
+    for alt in accept.unwrap_or("").split(',') {
+        let mut parts = alt.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("").to_ascii_lowercase();
+        if !matches!(media.as_str(), "application/json" | "application/*" | "*/*") {
+            continue;
+        }
+        let (mut g, mut v, mut as_) = (None, None, None);
+        for p in parts {
+            match p.split_once('=').map(|(k, v)| (k.trim(), v.trim())) {
+                Some(("g", x)) => g = Some(x),
+                Some(("v", x)) => v = Some(x),
+                Some(("as", x)) => as_ = Some(x),
+                _ => {}
+            }
+        }
+        match (g, v, as_) {
+            (None, None, None) => return DiscoveryFormat::Legacy,
+            (Some("apidiscovery.k8s.io"), Some("v2"), Some("APIGroupDiscoveryList")) => {
+                return DiscoveryFormat::Aggregated("v2");
+            }
+            (Some("apidiscovery.k8s.io"), Some("v2beta1"), Some("APIGroupDiscoveryList")) => {
+                return DiscoveryFormat::Aggregated("v2beta1");
+            }
+            _ => {}
+        }
+    }
+    DiscoveryFormat::Legacy
+}
+
+/// The content type of an aggregated answer: client-go picks its decoder from it alone.
+pub fn aggregated_content_type(version: &str) -> String {
+    format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
+}
+
+/// One version of a group in aggregated form, from its legacy `APIResourceList` entries: `a/b` entries
+/// become subresources of `a`.
+fn aggregated_version(group: &str, version: &str) -> Option<Value> {
+    let mut entries: Vec<Value> = Vec::new();
+    for doc in [
+        resource_list(group, version),
+        super::reviews::resource_list(group, version),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        entries.extend(doc["resources"].as_array().cloned().unwrap_or_default());
+    }
+    if entries.is_empty() {
+        return None;
+    }
+    let kind_of = |e: &Value| {
+        json!({
+            "group": e.get("group").cloned().unwrap_or(json!(group)),
+            "version": e.get("version").cloned().unwrap_or(json!(version)),
+            "kind": e["kind"],
+        })
+    };
+    let mut resources: Vec<Value> = Vec::new();
+    for e in entries
+        .iter()
+        .filter(|e| !e["name"].as_str().unwrap_or("").contains('/'))
+    {
+        let mut r = json!({
+            "resource": e["name"],
+            "responseKind": kind_of(e),
+            "scope": if e["namespaced"] == true { "Namespaced" } else { "Cluster" },
+            "singularResource": e["singularName"],
+            "verbs": e["verbs"],
+        });
+        for k in ["shortNames", "categories"] {
+            if let Some(v) = e.get(k) {
+                r[k] = v.clone();
+            }
+        }
+        let prefix = format!("{}/", e["name"].as_str().unwrap_or(""));
+        let subs: Vec<Value> = entries
+            .iter()
+            .filter_map(|s| {
+                let sub = s["name"].as_str()?.strip_prefix(&prefix)?;
+                Some(json!({"subresource": sub, "responseKind": kind_of(s), "verbs": s["verbs"]}))
+            })
+            .collect();
+        if !subs.is_empty() {
+            r["subresources"] = Value::Array(subs);
+        }
+        resources.push(r);
+    }
+    Some(json!({"version": version, "resources": resources, "freshness": "Current"}))
+}
+
+/// `/api` (`core`) or `/apis` as an `APIGroupDiscoveryList` of `apidiscovery.k8s.io/<version>`: each
+/// group's versions with the preferred one first.
+pub fn aggregated(core: bool, version: &str) -> Value {
+    let groups: Vec<(&str, Vec<&str>)> = if core {
+        vec![("", vec!["v1"])]
+    } else {
+        all_groups()
+    };
+    let items: Vec<Value> = groups
+        .into_iter()
+        .map(|(g, versions)| {
+            let versions: Vec<Value> = versions.iter().filter_map(|v| aggregated_version(g, v)).collect();
+            let metadata = if g.is_empty() {
+                json!({"creationTimestamp": null})
+            } else {
+                json!({"name": g, "creationTimestamp": null})
+            };
+            json!({"metadata": metadata, "versions": versions})
+        })
+        .collect();
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+        "metadata": {},
+        "items": items,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aggregated_discovery_is_chosen_as_client_go_asks() {
+        let kubectl = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        assert_eq!(negotiate(Some(kubectl)), DiscoveryFormat::Aggregated("v2"));
+        assert_eq!(
+            negotiate(Some(
+                "application/json;as=APIGroupDiscoveryList;v=v2beta1;g=apidiscovery.k8s.io"
+            )),
+            DiscoveryFormat::Aggregated("v2beta1")
+        );
+        assert_eq!(negotiate(Some("application/json")), DiscoveryFormat::Legacy);
+        assert_eq!(negotiate(None), DiscoveryFormat::Legacy);
+        assert_eq!(
+            negotiate(Some(
+                "application/json;g=apidiscovery.k8s.io;v=v9;as=APIGroupDiscoveryList, */*"
+            )),
+            DiscoveryFormat::Legacy
+        );
+    }
+
+    #[test]
+    fn aggregated_core_group_has_pods_with_subresources_and_their_kinds() {
+        let doc = aggregated(true, "v2");
+        assert_eq!(doc["apiVersion"], "apidiscovery.k8s.io/v2");
+        let items = doc["items"].as_array().unwrap();
+        assert_eq!(items.len(), 1);
+        let v1 = &items[0]["versions"][0];
+        assert_eq!(
+            (&v1["version"], &v1["freshness"]),
+            (&json!("v1"), &json!("Current"))
+        );
+        let pods = v1["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "pods")
+            .unwrap();
+        assert_eq!(pods["scope"], "Namespaced");
+        assert_eq!(pods["singularResource"], "pod");
+        assert_eq!(pods["shortNames"], json!(["po"]));
+        assert_eq!(
+            pods["responseKind"],
+            json!({"group": "", "version": "v1", "kind": "Pod"})
+        );
+        let status = pods["subresources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["subresource"] == "status")
+            .unwrap();
+        assert_eq!(status["responseKind"]["kind"], "Pod");
+        let nodes = v1["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "nodes")
+            .unwrap();
+        assert_eq!(nodes["scope"], "Cluster");
+    }
+
+    #[test]
+    fn aggregated_groups_list_every_served_resource_under_its_named_group() {
+        let doc = aggregated(false, "v2");
+        let items = doc["items"].as_array().unwrap();
+        for r in resources::all().into_iter().filter(|r| !r.group.is_empty()) {
+            let group = items
+                .iter()
+                .find(|i| i["metadata"]["name"] == r.group)
+                .unwrap_or_else(|| panic!("{} missing", r.group));
+            let found = group["versions"].as_array().unwrap().iter().any(|v| {
+                v["version"] == r.version
+                    && v["resources"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|x| x["resource"] == r.plural)
+            });
+            assert!(found, "{}/{} {}", r.group, r.version, r.plural);
+        }
+        // The scale subresource answers autoscaling/v1 Scale.
+        let apps = items.iter().find(|i| i["metadata"]["name"] == "apps").unwrap();
+        let deploy = apps["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "deployments")
+            .unwrap();
+        let scale = deploy["subresources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["subresource"] == "scale")
+            .unwrap();
+        assert_eq!(
+            scale["responseKind"],
+            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+        );
+    }
 
     #[test]
     fn core_resource_list_has_pods_with_short_names_categories_and_subresources() {

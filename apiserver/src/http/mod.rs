@@ -6,6 +6,7 @@
 
 pub mod discovery;
 pub mod openapi;
+pub mod openapi_v2;
 pub mod proxy;
 pub mod request;
 pub mod reviews;
@@ -92,20 +93,55 @@ async fn authenticate(State(st): State<Arc<ServerState>>, mut req: Request, next
             req.extensions_mut().insert(user);
             next.run(req).await
         }
-        None => error_response(&ApiError::unauthorized()),
+        None => {
+            drain(req.into_body()).await;
+            error_response(&ApiError::unauthorized())
+        }
     }
+}
+
+/// Read and drop a request body we answer without reading (an error, a discovery document), up to
+/// `MAX_BODY_BYTES` and a few seconds. Over HTTP/2, answering before the client has sent its whole body
+/// ends the stream with RST_STREAM, and curl then reports a framing error instead of our answer (about
+/// half the time, depending on the race).
+async fn drain(body: Body) {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut read = 0usize;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Ok(data) = frame.into_data() {
+                read += data.len();
+                if read > MAX_BODY_BYTES {
+                    break;
+                }
+            }
+        }
+    })
+    .await;
 }
 
 /// A `metav1.Status` response for an error.
 pub fn error_response(e: &ApiError) -> Response {
     let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_response(
-        code,
-        Bytes::from(serde_json::to_vec(&e.to_status()).expect("JSON serialises")),
-    )
+    json_response(code, Bytes::from(crate::encode::to_vec(&e.to_status())))
 }
 
+/// An API answer: JSON ending in a newline, as Go's `json.Encoder` (upstream's serializer) writes it.
 fn json_response(code: StatusCode, body: Bytes) -> Response {
+    let body = if body.last() == Some(&b'\n') {
+        body
+    } else {
+        let mut v = Vec::with_capacity(body.len() + 1);
+        v.extend_from_slice(&body);
+        v.push(b'\n');
+        Bytes::from(v)
+    };
+    json_raw(code, body)
+}
+
+/// JSON bytes as they are (OpenAPI documents: upstream serves them without a newline).
+fn json_raw(code: StatusCode, body: Bytes) -> Response {
     let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = code;
     resp.headers_mut()
@@ -114,7 +150,9 @@ fn json_response(code: StatusCode, body: Bytes) -> Response {
 }
 
 fn json_value(code: StatusCode, v: &Value) -> Response {
-    json_response(code, Bytes::from(serde_json::to_vec(v).expect("JSON serialises")))
+    let mut bytes = crate::encode::to_vec(v);
+    bytes.push(b'\n');
+    json_response(code, Bytes::from(bytes))
 }
 
 /// Add one `Warning: 299 - "..."` header per warning the write collected (client-go prints them).
@@ -234,6 +272,14 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let query = Query::parse(parts.uri.query());
     let route = request::route(parts.uri.path());
+    let reads_body = matches!(route, Route::Resource(_))
+        || (matches!(route, Route::Review(_)) && parts.method == Method::POST);
+    let body = if reads_body {
+        body
+    } else {
+        drain(body).await;
+        Body::empty()
+    };
     let get_only = |resp: Response| {
         if parts.method == Method::GET {
             resp
@@ -243,11 +289,26 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
     };
     match route {
         Route::Version => get_only(json_value(StatusCode::OK, &discovery::version())),
-        Route::Api => get_only(json_value(
-            StatusCode::OK,
-            &discovery::api_versions(&st.server_address),
-        )),
-        Route::Apis => get_only(json_value(StatusCode::OK, &discovery::api_groups())),
+        Route::Api | Route::Apis => {
+            let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+            let core = route == Route::Api;
+            let mut resp = match discovery::negotiate(accept) {
+                discovery::DiscoveryFormat::Aggregated(v) => {
+                    let mut resp = json_value(StatusCode::OK, &discovery::aggregated(core, v));
+                    if let Ok(ct) = HeaderValue::from_str(&discovery::aggregated_content_type(v)) {
+                        resp.headers_mut().insert(header::CONTENT_TYPE, ct);
+                    }
+                    resp
+                }
+                discovery::DiscoveryFormat::Legacy if core => {
+                    json_value(StatusCode::OK, &discovery::api_versions(&st.server_address))
+                }
+                discovery::DiscoveryFormat::Legacy => json_value(StatusCode::OK, &discovery::api_groups()),
+            };
+            resp.headers_mut()
+                .insert(header::VARY, HeaderValue::from_static("Accept"));
+            get_only(resp)
+        }
         Route::Group(g) => match discovery::api_group(&g) {
             Some(doc) => get_only(json_value(StatusCode::OK, &doc)),
             None => error_response(&ApiError::no_route()),
@@ -293,12 +354,23 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
                 _ => get_only(text(StatusCode::OK, "ok")),
             }
         }
-        Route::OpenApiIndex => get_only(json_response(
-            StatusCode::OK,
-            Bytes::from_static(openapi::index()),
-        )),
+        Route::OpenApiV2 => {
+            let doc = openapi_v2::current();
+            let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+            if openapi_v2::wants_protobuf(accept) {
+                let mut resp = Response::new(Body::from(doc.protobuf.clone()));
+                resp.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(openapi_v2::PROTOBUF_CONTENT_TYPE),
+                );
+                get_only(resp)
+            } else {
+                get_only(json_raw(StatusCode::OK, doc.json.clone()))
+            }
+        }
+        Route::OpenApiIndex => get_only(json_raw(StatusCode::OK, Bytes::from_static(openapi::index()))),
         Route::OpenApiDoc(path) => match openapi::doc(&path) {
-            Some(doc) => get_only(json_response(StatusCode::OK, Bytes::from_static(doc))),
+            Some(doc) => get_only(json_raw(StatusCode::OK, Bytes::from_static(doc))),
             None => error_response(&ApiError::no_route()),
         },
         Route::NotFound => error_response(&ApiError::no_route()),
@@ -472,7 +544,7 @@ async fn resource(
                 ))
             }
             Method::DELETE => {
-                let opts = delete_options(&query, &body)?;
+                let opts = delete_options(&query, headers, &body)?;
                 let sel = selection(info, &query, None)?;
                 let (items, rev) = st.registry.delete_collection(info, ns, &sel, &opts).await?;
                 let resp = json_response(StatusCode::OK, list_bytes(info, &items, rev, None, None));
@@ -498,7 +570,7 @@ async fn resource(
             }
             Method::PATCH => patch(st, info, ns, name, None, headers, &query, body).await,
             Method::DELETE => {
-                let opts = delete_options(&query, &body)?;
+                let opts = delete_options(&query, headers, &body)?;
                 let w = st.registry.delete(info, ns, name, &opts).await?;
                 let warn = |resp: Response| with_gc_warning(resp, info, &opts);
                 let returns_object = info.group.is_empty()
@@ -558,6 +630,36 @@ async fn resource(
                         .update_scale(info, ns, name, |_| Ok(new), &opts)
                         .await?;
                     Ok(json_value(StatusCode::OK, &scale))
+                }
+                ("scale", Method::PATCH)
+                    if matches!(
+                        content_type(headers).as_str(),
+                        "application/apply-patch+yaml" | "application/apply-patch+json"
+                    ) =>
+                {
+                    // Server-side apply of a Scale is an apply of the parent's `spec.replicas`, recorded
+                    // under the `scale` subresource (upstream's scale managed-fields mapping).
+                    let mut opts = query.write_options(headers)?;
+                    opts.field_manager = query.get("fieldManager").map(str::to_string);
+                    let force = query.flag("force")?;
+                    let applied: Value = serde_norway::from_slice(&body)
+                        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+                    let mut parent = json!({"apiVersion": info.api_version(), "kind": info.kind,
+                                            "metadata": {"name": name}});
+                    if let Some(ns) = ns {
+                        parent["metadata"]["namespace"] = json!(ns);
+                    }
+                    if let Some(r) = applied.pointer("/spec/replicas") {
+                        parent["spec"] = json!({"replicas": r});
+                    }
+                    let (obj, _) = st
+                        .registry
+                        .apply(info, ns, name, Some("scale"), parent, force, &opts)
+                        .await?;
+                    Ok(with_warnings(
+                        json_value(StatusCode::OK, &crate::registry::scale_of(&obj.value)),
+                        &opts,
+                    ))
                 }
                 ("scale", Method::PATCH) => {
                     let opts = query.write_options(headers)?;
@@ -693,7 +795,7 @@ fn default_manager(headers: &HeaderMap) -> Option<String> {
     (!product.is_empty()).then(|| product.chars().take(128).collect())
 }
 
-fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+fn delete_options(query: &Query, headers: &HeaderMap, body: &[u8]) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions {
         grace_period_seconds: query.int("gracePeriodSeconds")?,
         dry_run: query.dry_run()?,
@@ -707,8 +809,12 @@ fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError>
         })?),
     };
     if !body.iter().all(u8::is_ascii_whitespace) {
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?;
+        // Typed clients (kubectl drain's pod deletes) send DeleteOptions as protobuf.
+        let v: Value = match content_type(headers).as_str() {
+            "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(body),
+            _ => serde_json::from_slice(body).map_err(|e| e.to_string()),
+        }
+        .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?;
         if let Some(g) = v.get("gracePeriodSeconds").filter(|g| !g.is_null()) {
             opts.grace_period_seconds = Some(
                 g.as_i64()
@@ -782,6 +888,7 @@ fn component_statuses(
         },
         None => match format {
             Format::Json => json_response(StatusCode::OK, list_bytes(info, &items, revision, None, None)),
+            Format::Metadata { .. } => metadata_list(&format, &items, revision, None, None)?,
             Format::Table => {
                 let include =
                     IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
@@ -805,6 +912,11 @@ fn component_statuses(
 fn single(info: &ResourceInfo, obj: &Stored, format: Format, query: &Query) -> Result<Response, ApiError> {
     match format {
         Format::Json => Ok(json_response(StatusCode::OK, obj.bytes.clone())),
+        Format::Metadata { .. } => {
+            let version = format.check_metadata(false).map_err(ApiError::not_acceptable)?;
+            let partial = request::partial_object_metadata(&obj.value, version.unwrap_or("v1"));
+            Ok(json_value(StatusCode::OK, &partial))
+        }
         Format::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
             let printer = Printer::for_resource(info.group, info.plural);
@@ -889,6 +1001,13 @@ fn list(
             StatusCode::OK,
             list_bytes(info, &result.items, result.revision, cont.as_deref(), remaining),
         )),
+        Format::Metadata { .. } => metadata_list(
+            &format,
+            &result.items,
+            result.revision,
+            cont.as_deref(),
+            remaining,
+        ),
         Format::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
             let printer = Printer::for_resource(info.group, info.plural);
@@ -907,6 +1026,36 @@ fn list(
     }
 }
 
+/// A `PartialObjectMetadataList` of `items` (the metadata-only list answer).
+fn metadata_list(
+    format: &Format,
+    items: &[Arc<Stored>],
+    revision: u64,
+    cont: Option<&str>,
+    remaining: Option<usize>,
+) -> Result<Response, ApiError> {
+    let version = format
+        .check_metadata(true)
+        .map_err(ApiError::not_acceptable)?
+        .unwrap_or("v1");
+    let items: Vec<Bytes> = items
+        .iter()
+        .map(|o| {
+            Bytes::from(crate::encode::to_vec(&request::partial_object_metadata(
+                &o.value, version,
+            )))
+        })
+        .collect();
+    let list = ListHead {
+        kind: "PartialObjectMetadataList",
+        api_version: &format!("meta.k8s.io/{version}"),
+        revision,
+        cont,
+        remaining,
+    };
+    Ok(json_response(StatusCode::OK, list.body(&items)))
+}
+
 /// A `<Kind>List`, assembled from the stored bytes without re-serialising the items.
 fn list_bytes(
     info: &ResourceInfo,
@@ -915,30 +1064,54 @@ fn list_bytes(
     cont: Option<&str>,
     remaining: Option<usize>,
 ) -> Bytes {
-    let mut meta = json!({"resourceVersion": revision.to_string()});
-    if let Some(c) = cont {
-        meta["continue"] = json!(c);
-    }
-    if let Some(r) = remaining {
-        meta["remainingItemCount"] = json!(r);
-    }
-    let head = format!(
-        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
-        Value::String(info.list_kind()),
-        Value::String(info.api_version()),
-        meta
-    );
-    let size = head.len() + items.iter().map(|i| i.bytes.len() + 1).sum::<usize>() + 2;
-    let mut out = Vec::with_capacity(size);
-    out.extend_from_slice(head.as_bytes());
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+    let items: Vec<Bytes> = items.iter().map(|i| i.bytes.clone()).collect();
+    let head = ListHead {
+        kind: &info.list_kind(),
+        api_version: &info.api_version(),
+        revision,
+        cont,
+        remaining,
+    };
+    head.body(&items)
+}
+
+/// What a list body says besides its items.
+struct ListHead<'a> {
+    kind: &'a str,
+    api_version: &'a str,
+    revision: u64,
+    cont: Option<&'a str>,
+    remaining: Option<usize>,
+}
+
+impl ListHead<'_> {
+    /// `{"kind":..,"apiVersion":..,"metadata":..,"items":[..]}` and a newline, items as they are.
+    fn body(&self, items: &[Bytes]) -> Bytes {
+        let mut meta = json!({"resourceVersion": self.revision.to_string()});
+        if let Some(c) = self.cont {
+            meta["continue"] = json!(c);
         }
-        out.extend_from_slice(&item.bytes);
+        if let Some(r) = self.remaining {
+            meta["remainingItemCount"] = json!(r);
+        }
+        let head = format!(
+            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+            Value::String(self.kind.to_string()),
+            Value::String(self.api_version.to_string()),
+            meta
+        );
+        let size = head.len() + items.iter().map(|i| i.len() + 1).sum::<usize>() + 3;
+        let mut out = Vec::with_capacity(size);
+        out.extend_from_slice(head.as_bytes());
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(item);
+        }
+        out.extend_from_slice(b"]}\n");
+        Bytes::from(out)
     }
-    out.extend_from_slice(b"]}");
-    Bytes::from(out)
 }
 
 impl IntoResponse for ApiError {

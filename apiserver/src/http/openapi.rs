@@ -647,7 +647,7 @@ fn property<'a>(schemas: &'a mut Map<String, Value>, schema: &str, prop: &str) -
     schemas.get_mut(schema)?.get_mut("properties")?.get_mut(prop)
 }
 
-fn document(group: &str, version: &str) -> Value {
+pub(super) fn document(group: &str, version: &str) -> Value {
     let mut b = DocBuilder::new();
     for r in resources::all()
         .into_iter()
@@ -659,7 +659,7 @@ fn document(group: &str, version: &str) -> Value {
 }
 
 /// The served group-versions: core first, then the groups in discovery order.
-fn group_versions() -> Vec<(&'static str, &'static str)> {
+pub(super) fn group_versions() -> Vec<(&'static str, &'static str)> {
     let mut gvs: Vec<(&str, &str)> = vec![("", "v1")];
     gvs.extend(resources::group_versions());
     gvs
@@ -695,7 +695,7 @@ fn docs() -> &'static Docs {
 }
 
 /// A content hash for `?hash=` (64-bit FNV-1a, upper-case hex, as upstream prints its hashes).
-fn content_hash(bytes: &[u8]) -> String {
+pub(super) fn content_hash(bytes: &[u8]) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
     for b in bytes {
         h ^= u64::from(*b);

@@ -19,6 +19,8 @@ pub enum Route {
     GroupVersion(String, String),
     /// `/healthz`, `/livez`, `/readyz` (and their `/<check>` children)
     Health(String),
+    /// `/openapi/v2`
+    OpenApiV2,
     /// `/openapi/v3`
     OpenApiIndex,
     /// `/openapi/v3/<path>`
@@ -64,6 +66,7 @@ pub fn route(path: &str) -> Route {
         ["api"] => Route::Api,
         ["apis"] => Route::Apis,
         [h @ ("healthz" | "livez" | "readyz"), rest @ ..] if rest.len() <= 1 => Route::Health(h.to_string()),
+        ["openapi", "v2"] => Route::OpenApiV2,
         ["openapi", "v3"] => Route::OpenApiIndex,
         ["openapi", "v3", rest @ ..] => Route::OpenApiDoc(rest.join("/")),
         ["api", "v1", rest @ ..] => resource_route("", "v1", rest),
@@ -158,6 +161,40 @@ pub enum Format {
     Json,
     /// `meta.k8s.io/v1` Table.
     Table,
+    /// Metadata only: `PartialObjectMetadata` (`list: false`) or `PartialObjectMetadataList` of
+    /// `meta.k8s.io/<version>` (`v1` or `v1beta1`).
+    Metadata {
+        /// The client asked for the list kind.
+        list: bool,
+        /// `v1` or `v1beta1`.
+        version: &'static str,
+    },
+}
+
+impl Format {
+    /// Whether this is the metadata-only view; `Err` (a 406 message, upstream's) when it names the list
+    /// kind for a single object or the other way round.
+    pub fn check_metadata(self, is_list: bool) -> Result<Option<&'static str>, String> {
+        match self {
+            Format::Metadata { list, version } if list == is_list => Ok(Some(version)),
+            Format::Metadata { list: true, .. } => {
+                Err("you requested PartialObjectMetadataList, but the requested object is not a list".into())
+            }
+            Format::Metadata { list: false, .. } => {
+                Err("you requested PartialObjectMetadata, but the requested object is a list".into())
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/<version>","metadata":...}` of an object.
+pub fn partial_object_metadata(obj: &serde_json::Value, version: &str) -> serde_json::Value {
+    serde_json::json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": format!("meta.k8s.io/{version}"),
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| serde_json::json!({})),
+    })
 }
 
 /// Pick the first acceptable alternative of an `Accept` header (parameters in any order).
@@ -192,15 +229,29 @@ pub fn negotiate(accept: Option<&str>) -> Result<Format, String> {
             {
                 return Ok(Format::Table);
             }
-            // Metadata-only views: full objects parse as well (serde ignores the extra fields).
-            Some("PartialObjectMetadata" | "PartialObjectMetadataList") => return Ok(Format::Json),
+            Some(kind @ ("PartialObjectMetadata" | "PartialObjectMetadataList"))
+                if g.as_deref() == Some("meta.k8s.io") =>
+            {
+                let version = match v.as_deref() {
+                    Some("v1") => "v1",
+                    Some("v1beta1") => "v1beta1",
+                    _ => continue,
+                };
+                return Ok(Format::Metadata {
+                    list: kind == "PartialObjectMetadataList",
+                    version,
+                });
+            }
             _ => {}
         }
     }
     if saw_protobuf_only {
         Err("only the following media types are accepted: application/json, application/yaml".into())
     } else {
-        Err("only the following media types are accepted: application/json, application/json;as=Table;v=v1;g=meta.k8s.io".into())
+        Err("only the following media types are accepted: application/json, application/json;as=Table;v=v1;g=meta.k8s.io, \
+             application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io, \
+             application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
+            .into())
     }
 }
 
@@ -268,6 +319,7 @@ mod tests {
             Route::GroupVersion("apps".into(), "v1".into())
         );
         assert_eq!(route("/apis/apps"), Route::Group("apps".into()));
+        assert_eq!(route("/openapi/v2"), Route::OpenApiV2);
     }
 
     #[test]
@@ -299,5 +351,41 @@ mod tests {
             negotiate(Some("application/vnd.kubernetes.protobuf, */*")),
             Ok(Format::Json)
         );
+    }
+
+    #[test]
+    fn metadata_views_are_negotiated_and_unknown_ones_refused() {
+        assert_eq!(
+            negotiate(Some(
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+            )),
+            Ok(Format::Metadata {
+                list: true,
+                version: "v1"
+            })
+        );
+        assert_eq!(
+            negotiate(Some(
+                "application/json;as=PartialObjectMetadata;v=v1beta1;g=meta.k8s.io"
+            )),
+            Ok(Format::Metadata {
+                list: false,
+                version: "v1beta1"
+            })
+        );
+        assert!(
+            negotiate(Some(
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v9"
+            ))
+            .is_err()
+        );
+        assert!(negotiate(Some("application/json;as=Thing;g=example.com;v=v1")).is_err());
+        let meta = Format::Metadata {
+            list: true,
+            version: "v1",
+        };
+        assert_eq!(meta.check_metadata(true), Ok(Some("v1")));
+        assert!(meta.check_metadata(false).is_err());
+        assert_eq!(Format::Json.check_metadata(false), Ok(None));
     }
 }

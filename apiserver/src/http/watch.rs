@@ -50,6 +50,10 @@ impl Encoder {
         out.extend_from_slice(b"\",\"object\":");
         match self.format {
             Format::Json => out.extend_from_slice(&obj.bytes),
+            // Each event's object is a PartialObjectMetadata, whichever of the two kinds was asked for.
+            Format::Metadata { version, .. } => out.extend_from_slice(&crate::encode::to_vec(
+                &super::request::partial_object_metadata(&obj.value, version),
+            )),
             Format::Table => {
                 let t = table::table(
                     self.printer,
@@ -61,7 +65,7 @@ impl Encoder {
                     !self.columns_sent,
                 );
                 self.columns_sent = true;
-                out.extend_from_slice(&serde_json::to_vec(&t).expect("JSON serialises"));
+                out.extend_from_slice(&crate::encode::to_vec(&t));
             }
         }
         out.extend_from_slice(b"}\n");
@@ -74,19 +78,25 @@ impl Encoder {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
         // kind/apiVersion are required: kube-rs and client-go reject a bookmark without them.
-        let obj = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": meta});
-        line(&json!({"type": "BOOKMARK", "object": obj}))
+        let obj = match self.format {
+            Format::Metadata { version, .. } => json!({"kind": "PartialObjectMetadata",
+                "apiVersion": format!("meta.k8s.io/{version}"), "metadata": meta}),
+            _ => json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": meta}),
+        };
+        line("BOOKMARK", &obj)
     }
 }
 
-fn line(v: &Value) -> Bytes {
-    let mut out = serde_json::to_vec(v).expect("JSON serialises");
-    out.push(b'\n');
+/// One event line: `{"type":...,"object":...}` in upstream's order.
+fn line(kind: &str, obj: &Value) -> Bytes {
+    let mut out = format!("{{\"type\":\"{kind}\",\"object\":").into_bytes();
+    out.extend_from_slice(&crate::encode::to_vec(obj));
+    out.extend_from_slice(b"}\n");
     Bytes::from(out)
 }
 
 fn error_event(e: &ApiError) -> Bytes {
-    line(&json!({"type": "ERROR", "object": e.to_status()}))
+    line("ERROR", &e.to_status())
 }
 
 struct Watcher {

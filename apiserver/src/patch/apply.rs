@@ -7,9 +7,10 @@
 //! manager set to a different value unless forced (409 with `FieldManagerConflict` causes), and removes the
 //! fields the manager applied last time but no longer does, when no other manager owns them.
 //!
-//! Deliberate simplifications: map-typed fields (labels, data, ...) carry no `.` entry of their own, and the
-//! field set of an atomic list is the list itself, as upstream, but atomicity is taken from the strategic
-//! merge patch metadata rather than from `x-kubernetes-list-type`.
+//! Map-typed fields (labels, data, ...) get their own `.` entry in non-apply writes that add them, as
+//! upstream; which fields are maps is a table of the built-in kinds (`is_map_field`), not read from schemas.
+//! Deliberate simplification: the field set of an atomic list is the list itself, as upstream, but
+//! atomicity is taken from the strategic merge patch metadata rather than from `x-kubernetes-list-type`.
 
 use std::collections::BTreeSet;
 
@@ -134,6 +135,51 @@ fn collect<'a>(
             out.insert(path.clone());
         }
     }
+}
+
+/// Whether the field at `names` (field names from the root, list keys left out) is a Go map
+/// (`map[string]...`): upstream records such a field with its own `.` entry beside its keys when a
+/// non-apply write adds it (the map itself is a member of the set), and none for structs, whose zero value
+/// always exists. A table of the built-in kinds' map fields, like the list-key table.
+pub fn is_map_field(kind_key: &str, names: &[&str]) -> bool {
+    let kind = kind_key.rsplit('/').next().unwrap_or("");
+    match names {
+        [.., "metadata", "labels" | "annotations"] => true,
+        [
+            ..,
+            "matchLabels" | "nodeSelector" | "volumeAttributes" | "overhead" | "allocatedResources",
+        ] => true,
+        [.., "resources", "limits" | "requests"] => true,
+        ["data" | "binaryData"] => matches!(kind, "ConfigMap" | "Secret"),
+        ["stringData"] => kind == "Secret",
+        ["parameters"] => kind == "StorageClass",
+        ["spec", "selector"] => matches!(kind, "Service" | "ReplicationController"),
+        ["status", "capacity" | "allocatable"] => matches!(kind, "Node" | "PersistentVolumeClaim"),
+        ["spec", "capacity"] => kind == "PersistentVolume",
+        ["spec" | "status", "hard"] | ["status", "used"] => kind == "ResourceQuota",
+        _ => false,
+    }
+}
+
+/// `paths` with a `.` entry for every map field that has members in it (see [`is_map_field`]).
+pub fn with_map_entries(kind_key: &str, paths: BTreeSet<FieldPath>) -> BTreeSet<FieldPath> {
+    let mut out = paths.clone();
+    for p in &paths {
+        let mut names: Vec<&str> = Vec::new();
+        for (i, pe) in p.iter().enumerate() {
+            let Some(name) = pe.strip_prefix("f:") else {
+                continue;
+            };
+            names.push(name);
+            // Only a map with members below it: an empty map is a leaf of its own.
+            if i + 1 < p.len() && p[i + 1] != "." && is_map_field(kind_key, &names) {
+                let mut own = p[..=i].to_vec();
+                own.push(".".into());
+                out.insert(own);
+            }
+        }
+    }
+    out
 }
 
 /// The value at a field path, if present.
@@ -368,9 +414,9 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, ctx: &Context<'_>) {
     if new_managed.as_ref().is_some_and(|n| !n.is_null()) && (old.is_none() || new_managed != old_managed) {
         return;
     }
-    let after = field_paths(new, ctx.kind_key, ctx.skip);
+    let after = with_map_entries(ctx.kind_key, field_paths(new, ctx.kind_key, ctx.skip));
     let before = old
-        .map(|o| field_paths(o, ctx.kind_key, ctx.skip))
+        .map(|o| with_map_entries(ctx.kind_key, field_paths(o, ctx.kind_key, ctx.skip)))
         .unwrap_or_default();
     // A list element's own entry (`.`) changes only when the element appears; its fields speak for
     // themselves.
@@ -425,9 +471,90 @@ pub struct Conflict {
     pub field: String,
 }
 
+/// kubectl's client-side apply annotation.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// The manager `kubectl apply --server-side` uses: the only one upstream upgrades from client-side apply.
+const KUBECTL: &str = "kubectl";
+
 /// Apply `applied` (the manager's whole intent) to `current` (None: the object does not exist yet).
 /// Returns the new object with its managed fields, or the conflicts.
+///
+/// For the `kubectl` manager this is upstream's client-side to server-side apply upgrade
+/// (`managedfields/internal/lastappliedmanager.go` and `lastappliedupdater.go`): conflicts on fields the
+/// last-applied annotation holds with the live value are no conflicts (the apply takes them over, as if
+/// forced), and an object that has the annotation gets it rewritten to the applied configuration, so a
+/// later client-side apply computes its patch from what was applied last.
 pub fn apply(
+    current: Option<&Value>,
+    applied: &Value,
+    force: bool,
+    ctx: &Context<'_>,
+) -> Result<Value, Vec<Conflict>> {
+    let result = match apply_as_asked(current, applied, force, ctx) {
+        Err(conflicts) if ctx.manager == KUBECTL => {
+            let Some(allowed) = current.and_then(|c| allowed_from_last_applied(c, ctx)) else {
+                return Err(conflicts);
+            };
+            let rest: Vec<Conflict> = conflicts
+                .into_iter()
+                .filter(|c| !allowed.contains(&c.field))
+                .collect();
+            if !rest.is_empty() {
+                return Err(rest);
+            }
+            apply_as_asked(current, applied, true, ctx)
+        }
+        other => other,
+    };
+    let mut obj = result?;
+    if ctx.manager == KUBECTL && obj.pointer(&last_applied_pointer()).is_some() {
+        let value = build_last_applied(applied);
+        obj["metadata"]["annotations"][LAST_APPLIED] = Value::String(value);
+    }
+    Ok(obj)
+}
+
+fn last_applied_pointer() -> String {
+    format!("/metadata/annotations/{}", LAST_APPLIED.replace('/', "~1"))
+}
+
+/// upstream `allowedConflictsFromLastApplied`: the fields of the last-applied configuration whose value
+/// the live object still has (printed as conflicts print them). None without a usable annotation.
+fn allowed_from_last_applied(live: &Value, ctx: &Context<'_>) -> Option<BTreeSet<String>> {
+    let text = live.pointer(&last_applied_pointer())?.as_str()?;
+    let last: Value = serde_json::from_str(text).ok()?;
+    if last.get("apiVersion").and_then(Value::as_str) != Some(ctx.api_version) {
+        return None;
+    }
+    Some(
+        field_paths(&last, ctx.kind_key, ctx.skip)
+            .into_iter()
+            .filter(|p| {
+                let live_value = value_at(live, p);
+                live_value.is_some()
+                    && (p.last().is_some_and(|l| l == ".") || live_value == value_at(&last, p))
+            })
+            .map(|p| display(&p))
+            .collect(),
+    )
+}
+
+/// upstream `buildLastApplied`: the applied configuration without the annotation itself, as JSON with
+/// Go's encoder's trailing newline (what kubectl writes there too).
+fn build_last_applied(applied: &Value) -> String {
+    let mut obj = applied.clone();
+    if let Some(a) = obj
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove(LAST_APPLIED);
+    }
+    let mut text = serde_json::to_string(&obj).expect("JSON serialises");
+    text.push('\n');
+    text
+}
+
+fn apply_as_asked(
     current: Option<&Value>,
     applied: &Value,
     force: bool,

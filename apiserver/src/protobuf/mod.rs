@@ -910,6 +910,23 @@ mod tests {
     }
 
     #[test]
+    fn eviction_with_delete_options_decodes_as_kubectl_drain_sends_it() {
+        let options = W::new()
+            .int(1, 30)
+            .msg(2, W::new().str(1, "uid-1").str(2, ""))
+            .str(4, "Background");
+        let raw = W::new().msg(1, meta("web-0", "default")).msg(2, options);
+        let v = decode(&envelope("policy/v1", "Eviction", raw)).unwrap();
+        assert_eq!(
+            v,
+            json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                   "metadata": {"name": "web-0", "namespace": "default", "generation": 0},
+                   "deleteOptions": {"gracePeriodSeconds": 30, "preconditions": {"uid": "uid-1"},
+                                     "propagationPolicy": "Background"}})
+        );
+    }
+
+    #[test]
     fn packed_and_unpacked_repeated_scalars_are_accepted() {
         // PodSecurityContext.supplementalGroups (tag 4, `repeated int64`): gogo writes it unpacked, a
         // proto3-style writer packs it.

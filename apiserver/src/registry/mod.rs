@@ -7,6 +7,7 @@
 pub mod apps;
 pub mod batch;
 pub mod builtin_kinds;
+pub mod event_ttl;
 pub mod events;
 pub mod gc;
 pub mod namespace;
@@ -1179,7 +1180,7 @@ impl Registry {
 }
 
 /// The autoscaling/v1 Scale of a workload object.
-fn scale_of(obj: &Value) -> Value {
+pub fn scale_of(obj: &Value) -> Value {
     let m = meta(obj);
     let mut metadata = json!({});
     for f in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
@@ -1224,6 +1225,24 @@ fn within_reach(info: &ResourceInfo, subresource: Option<&str>, applied: Value) 
             );
             if let Some(e) = applied.pointer("/spec/ephemeralContainers") {
                 reach["spec"] = json!({"ephemeralContainers": e});
+            }
+            Ok(reach)
+        }
+        // The status endpoint takes the status; the scale endpoint (its Scale turned into the parent's
+        // terms by the HTTP layer) the replicas. Managed fields record them with the subresource's name.
+        Some("status") | Some("scale") => {
+            let mut reach = json!({"metadata": {}});
+            keep(
+                applied.get("metadata").and_then(Value::as_object),
+                meta_mut(&mut reach),
+                &["name", "namespace"],
+            );
+            if subresource == Some("status") {
+                if let Some(st) = applied.get("status") {
+                    reach["status"] = st.clone();
+                }
+            } else if let Some(r) = applied.pointer("/spec/replicas") {
+                reach["spec"] = json!({"replicas": r});
             }
             Ok(reach)
         }

@@ -996,12 +996,13 @@ async fn server_side_apply_through_the_subresource_owns_only_ephemeral_container
             info("pods"),
             Some("default"),
             "p",
-            Some("status"),
+            Some("binding"),
             pod("p"),
             false,
             &manager("ssa"),
         )
         .await
         .unwrap_err();
+    // status and scale take apply too; a subresource that is not the object's own does not.
     assert_eq!(e.code, 415);
 }

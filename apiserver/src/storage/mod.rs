@@ -94,7 +94,7 @@ impl Stored {
         if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), Value::String(revision.to_string()));
         }
-        let bytes = Bytes::from(serde_json::to_vec(&value).expect("a JSON value always serialises"));
+        let bytes = Bytes::from(crate::encode::to_vec(&value));
         Stored {
             revision,
             value,
@@ -112,6 +112,12 @@ impl Stored {
             .and_then(Value::as_str)
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
+        // Objects written before keys were put in upstream's order are re-encoded once, at load.
+        let bytes = if crate::encode::is_ordered(&bytes) {
+            bytes
+        } else {
+            Bytes::from(crate::encode::to_vec(&value))
+        };
         Ok(Stored {
             revision,
             value,
@@ -375,7 +381,7 @@ impl Storage {
                     return Ok(Written { object, event: None });
                 }
                 Decision::Preview(value) => {
-                    let bytes = Bytes::from(serde_json::to_vec(&value).expect("JSON serialises"));
+                    let bytes = Bytes::from(crate::encode::to_vec(&value));
                     return Ok(Written {
                         object: Arc::new(Stored {
                             revision: 0,

@@ -28,6 +28,11 @@ impl TestServer {
         Self::start_config(|c| c.service_account_admission = true).await
     }
 
+    /// With events expiring `ttl` after their last write.
+    pub async fn start_with_event_ttl(ttl: std::time::Duration) -> TestServer {
+        Self::start_config(|c| c.event_ttl = ttl).await
+    }
+
     async fn start_config(edit: impl FnOnce(&mut Config)) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let mut cfg = config(dir.path().into(), 0, HubConfig::default());
@@ -80,6 +85,7 @@ fn config(data_dir: PathBuf, port: u16, hub: HubConfig) -> Config {
         // No controller manager here to create `default` ServiceAccounts; tests that want the admission
         // create the ServiceAccount and use `start_with_admission`.
         service_account_admission: false,
+        event_ttl: apiserver::registry::event_ttl::DEFAULT_EVENT_TTL,
     }
 }
 

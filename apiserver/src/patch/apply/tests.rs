@@ -161,3 +161,96 @@ fn an_update_takes_the_fields_it_changes_from_their_old_manager() {
     let applier = m.iter().find(|m| m.name == "kubectl").unwrap();
     assert!(!applier.fields.iter().any(|p| p.last().unwrap() == "f:image"));
 }
+
+/// A Deployment as `kubectl apply` (client-side) leaves it: the last-applied annotation, and every field
+/// owned by `kubectl-client-side-apply`.
+fn client_side_applied(image: &str) -> Value {
+    let mut config = deployment(image, json!([{"name": "A", "value": "1"}]));
+    let mut text = serde_json::to_string(&config).unwrap();
+    text.push('\n');
+    config["metadata"]["annotations"] = json!({ LAST_APPLIED: text });
+    record_update(None, &mut config, &ctx("kubectl-client-side-apply"));
+    config
+}
+
+#[test]
+fn kubectl_server_side_apply_takes_over_fields_of_the_last_client_side_apply() {
+    let live = client_side_applied("nginx:1");
+    let changed = deployment("nginx:2", json!([{"name": "A", "value": "1"}]));
+    let out = apply(Some(&live), &changed, false, &ctx("kubectl")).expect("no conflict for kubectl");
+    assert_eq!(
+        out.pointer("/spec/template/spec/containers/0/image"),
+        Some(&json!("nginx:2"))
+    );
+    let entries = managers(&out);
+    let image = field_paths(&changed, "apps/Deployment", &["status"])
+        .into_iter()
+        .find(|p| p.last().is_some_and(|l| l == "f:image"))
+        .unwrap();
+    let owner = |name: &str| entries.iter().find(|e| e.name == name).unwrap();
+    assert!(owner("kubectl").fields.contains(&image));
+    assert!(!owner("kubectl-client-side-apply").fields.contains(&image));
+    // The annotation now holds what was applied, so a later client-side apply diffs against it.
+    let annotation = out["metadata"]["annotations"][LAST_APPLIED].as_str().unwrap();
+    assert!(annotation.ends_with('\n'));
+    let last: Value = serde_json::from_str(annotation).unwrap();
+    assert_eq!(last, changed);
+}
+
+#[test]
+fn other_managers_and_fields_changed_since_the_last_client_side_apply_still_conflict() {
+    let live = client_side_applied("nginx:1");
+    let changed = deployment("nginx:2", json!([{"name": "A", "value": "1"}]));
+    let err = apply(Some(&live), &changed, false, &ctx("my-operator")).unwrap_err();
+    assert_eq!(err[0].manager, "kubectl-client-side-apply");
+    // Someone edited the image after the client-side apply: that is a real conflict, also for kubectl.
+    let mut edited = live.clone();
+    edited["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:edited");
+    record_update(Some(&live), &mut edited, &ctx("kubectl-edit"));
+    let err = apply(Some(&edited), &changed, false, &ctx("kubectl")).unwrap_err();
+    assert_eq!(err.len(), 1);
+    assert_eq!(err[0].manager, "kubectl-edit");
+    assert_eq!(err[0].field, r#".spec.template.spec.containers[name="c"].image"#);
+}
+
+#[test]
+fn a_write_that_adds_a_map_gives_it_its_own_dot_entry_and_an_apply_does_not() {
+    let mut created = deployment("nginx:1", json!([]));
+    record_update(None, &mut created, &ctx("kubectl-create"));
+    let f = &created["metadata"]["managedFields"][0]["fieldsV1"];
+    assert_eq!(f["f:metadata"]["f:labels"], json!({".": {}, "f:app": {}}));
+    assert_eq!(
+        f["f:spec"]["f:template"]["f:metadata"]["f:labels"],
+        json!({".": {}, "f:app": {}})
+    );
+    // Structs (spec, template) have none; neither does matchLabels' parent, a struct.
+    assert!(f["f:spec"].get(".").is_none() && f["f:spec"]["f:template"].get(".").is_none());
+    assert_eq!(f["f:spec"]["f:selector"]["f:matchLabels"]["."], json!({}));
+    assert!(f["f:spec"]["f:selector"].get(".").is_none());
+    // A later write adding a label owns the label, not the map, which was there already.
+    let mut labelled = created.clone();
+    labelled["metadata"]["labels"]["team"] = json!("x");
+    record_update(Some(&created), &mut labelled, &ctx("kubectl-label"));
+    let entries = managers(&labelled);
+    let label = entries.iter().find(|e| e.name == "kubectl-label").unwrap();
+    let want: BTreeSet<FieldPath> = [vec!["f:metadata".to_string(), "f:labels".into(), "f:team".into()]]
+        .into_iter()
+        .collect();
+    assert_eq!(label.fields, want);
+    // Apply sets list leaves only, as upstream.
+    let applied = apply(None, &deployment("nginx:1", json!([])), false, &ctx("ssa")).unwrap();
+    let f = &applied["metadata"]["managedFields"][0]["fieldsV1"];
+    assert_eq!(f["f:metadata"]["f:labels"], json!({"f:app": {}}));
+}
+
+#[test]
+fn map_fields_are_the_built_in_kinds_maps() {
+    assert!(is_map_field("/ConfigMap", &["data"]));
+    assert!(!is_map_field("apps/Deployment", &["data"]));
+    assert!(is_map_field("/Service", &["spec", "selector"]));
+    assert!(!is_map_field("apps/Deployment", &["spec", "selector"]));
+    assert!(is_map_field(
+        "apps/Deployment",
+        &["spec", "template", "spec", "containers", "resources", "limits"]
+    ));
+}
