@@ -17,8 +17,12 @@
 //! `http` authenticates every request (the admin token, or a service account JWT checked by
 //! [`serviceaccount`] against the registry) and serves `serviceaccounts/token` through it; the registry
 //! runs the ServiceAccount admission on pod creation when [`Config::service_account_admission`] is on.
+//! [`crd`] adds the kinds of CustomResourceDefinitions to the served table at run time (an in-server
+//! controller watches CRDs in storage) and holds the schema validation, pruning, defaulting and CEL rules
+//! of custom objects.
 
 pub mod encode;
+pub mod crd;
 pub mod error;
 pub mod http;
 pub mod patch;
@@ -144,6 +148,8 @@ impl ApiServer {
             Registry::new(storage.clone()).with_service_account_admission(config.service_account_admission);
         let signer = serviceaccount::Signer::load_or_create(&config.data_dir.join("pki"))?;
         registry.bootstrap().await.map_err(StartError::Bootstrap)?;
+        // CRDs in storage are served before the first request.
+        crd::controller::sync_all(&registry).await;
         let addr = SocketAddr::new(config.bind, config.port);
         let listener =
             std::net::TcpListener::bind(addr).map_err(|source| StartError::Listen { addr, source })?;
@@ -169,7 +175,7 @@ impl ApiServer {
             .map_err(|source| StartError::Listen { addr, source })?
             .handle(handle.clone());
         let app = http::router(state);
-        let mut tasks = Vec::new();
+        let mut tasks = vec![crd::controller::spawn(registry.clone(), cancel.clone())];
         tasks.push(registry::event_ttl::spawn(
             registry.clone(),
             config.event_ttl,

@@ -654,8 +654,9 @@ pub fn field_value(group: &str, resource: &str, obj: &Value, field: &str) -> Opt
             text(obj, &["spec", "signerName"])
         }
         // configmaps, endpoints, serviceaccounts, persistentvolumeclaims, leases, deployments,
-        // statefulsets, daemonsets and everything else: metadata fields only.
-        _ => return None,
+        // statefulsets, daemonsets and everything else: metadata fields only; custom resources add
+        // their CRD's selectableFields.
+        _ => return crate::crd::field_value(group, resource, obj, field),
     };
     Some(value)
 }

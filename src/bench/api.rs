@@ -224,6 +224,9 @@ pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
         ms(percentile(&delays, 0.99))
     );
 
+    // 6. CustomResourceDefinitions: time to a usable CRD, and custom objects against ConfigMaps.
+    super::crd::run(&c, "bench", args.pods / 2).await?;
+
     let objects = 2 * args.pods + writes;
     println!(
         "disk: {} MB for {} pods and the system objects (sled; watched because of its space amplification)",

@@ -9,6 +9,7 @@
 
 mod api;
 mod controllers;
+mod crd;
 mod pod_startup;
 mod probes;
 

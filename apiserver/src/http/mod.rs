@@ -368,9 +368,9 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
                 get_only(json_raw(StatusCode::OK, doc.json.clone()))
             }
         }
-        Route::OpenApiIndex => get_only(json_raw(StatusCode::OK, Bytes::from_static(openapi::index()))),
+        Route::OpenApiIndex => get_only(json_response(StatusCode::OK, openapi::index())),
         Route::OpenApiDoc(path) => match openapi::doc(&path) {
-            Some(doc) => get_only(json_raw(StatusCode::OK, Bytes::from_static(doc))),
+            Some(doc) => get_only(json_response(StatusCode::OK, doc)),
             None => error_response(&ApiError::no_route()),
         },
         Route::NotFound => error_response(&ApiError::no_route()),
@@ -907,6 +907,36 @@ fn component_statuses(
         },
     };
     Ok(with_warning(resp, builtin_kinds::COMPONENT_STATUS_DEPRECATED))
+/// A Table of objects: the kind's printer, or a custom resource's printer columns.
+pub(crate) fn to_table(
+    info: &ResourceInfo,
+    objs: &[&Value],
+    resource_version: &str,
+    continue_token: Option<&str>,
+    now: jiff::Timestamp,
+    include: IncludeObject,
+    with_columns: bool,
+) -> Value {
+    match crate::crd::custom(info) {
+        Some(c) => crate::crd::printer::table(
+            &c.columns,
+            objs,
+            resource_version,
+            continue_token,
+            now,
+            include,
+            with_columns,
+        ),
+        None => table::table(
+            Printer::for_resource(info.group, info.plural),
+            objs,
+            resource_version,
+            continue_token,
+            now,
+            include,
+            with_columns,
+        ),
+    }
 }
 
 fn single(info: &ResourceInfo, obj: &Stored, format: Format, query: &Query) -> Result<Response, ApiError> {
@@ -919,9 +949,8 @@ fn single(info: &ResourceInfo, obj: &Stored, format: Format, query: &Query) -> R
         }
         Format::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
-            let printer = Printer::for_resource(info.group, info.plural);
-            let t = table::table(
-                printer,
+            let t = to_table(
+                info,
                 &[&obj.value],
                 &obj.revision.to_string(),
                 None,
@@ -1010,10 +1039,9 @@ fn list(
         ),
         Format::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
-            let printer = Printer::for_resource(info.group, info.plural);
             let objs: Vec<&Value> = result.items.iter().map(|o| &o.value).collect();
-            let t = table::table(
-                printer,
+            let t = to_table(
+                info,
                 &objs,
                 &result.revision.to_string(),
                 cont.as_deref(),

@@ -12,7 +12,9 @@
 //! Documents are built once, on the first request, and served as bytes.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use axum::body::Bytes;
 
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, core::v1 as core,
@@ -329,17 +331,27 @@ fn operation(
     op
 }
 
-fn patch_body(patch_schema: &Value) -> Value {
-    // kubectl's apply uses the v3 strategic-merge path only when this content type is listed.
-    let content: Map<String, Value> = [
-        "application/apply-patch+yaml",
-        "application/json-patch+json",
-        "application/merge-patch+json",
-        "application/strategic-merge-patch+json",
-    ]
-    .iter()
-    .map(|t| (t.to_string(), json!({"schema": patch_schema})))
-    .collect();
+fn patch_body(patch_schema: &Value, strategic: bool) -> Value {
+    // kubectl's apply uses the v3 strategic-merge path only when this content type is listed; custom
+    // resources do not list it (they take no strategic merge patches), so kubectl sends merge patches.
+    let types: &[&str] = if strategic {
+        &[
+            "application/apply-patch+yaml",
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/strategic-merge-patch+json",
+        ]
+    } else {
+        &[
+            "application/apply-patch+yaml",
+            "application/json-patch+json",
+            "application/merge-patch+json",
+        ]
+    };
+    let content: Map<String, Value> = types
+        .iter()
+        .map(|t| (t.to_string(), json!({"schema": patch_schema})))
+        .collect();
     json!({"content": content, "required": true})
 }
 
@@ -375,7 +387,16 @@ impl DocBuilder {
 
     /// The component name of a kind, registering its schema and GVK.
     fn kind(&mut self, group: &str, version: &str, kind: &str) -> String {
+        let custom = crate::crd::custom_for(group, version, kind);
         let name = match kind_schema(group, version, kind) {
+            _ if custom.is_some() => {
+                let c = custom.expect("checked");
+                let object_meta = sub::<meta::ObjectMeta>(&mut self.generator);
+                let name = custom_schema_name(group, version, kind);
+                self.extra
+                    .insert(name.clone(), custom_schema(&c.schema_json, &object_meta));
+                name
+            }
             Some(f) => f(&mut self.generator),
             None => {
                 let g = if group.is_empty() { "core" } else { group };
@@ -446,6 +467,7 @@ impl DocBuilder {
         let scoped = if r.namespaced { "Namespaced" } else { "" };
         let k = r.kind;
         let verbs = r.verbs();
+        let strategic = crate::crd::custom(r).is_none();
 
         let name_p = path_param("name", &format!("name of the {k}"));
         let ns_p = path_param(
@@ -524,7 +546,7 @@ impl DocBuilder {
             "patch",
             &gvk,
             write_params(true),
-            Some(patch_body(&patch)),
+            Some(patch_body(&patch, strategic)),
             ok("200", &kref),
         );
         self.add(item.clone(), "patch", patch_op, &item_params);
@@ -577,7 +599,7 @@ impl DocBuilder {
                             "patch",
                             &sgvk,
                             write_params(true),
-                            Some(patch_body(&patch)),
+                            Some(patch_body(&patch, strategic)),
                             ok("200", &sref),
                         ),
                     ),
@@ -647,12 +669,40 @@ fn property<'a>(schemas: &'a mut Map<String, Value>, schema: &str, prop: &str) -
     schemas.get_mut(schema)?.get_mut("properties")?.get_mut(prop)
 }
 
+/// Upstream's component name of a custom resource: the group reversed (`com.example.v1.Widget`).
+fn custom_schema_name(group: &str, version: &str, kind: &str) -> String {
+    let reversed: Vec<&str> = group.split('.').rev().collect();
+    format!("{}.{version}.{kind}", reversed.join("."))
+}
+
+/// A CRD version's schema as upstream publishes it: `apiVersion`, `kind` and `metadata` (ObjectMeta)
+/// added to the CRD's own properties.
+fn custom_schema(schema: &Value, object_meta: &str) -> Value {
+    let mut s = schema.clone();
+    if !s.is_object() {
+        s = json!({"type": "object"});
+    }
+    s["properties"]["apiVersion"] = json!({"type": "string", "description": "APIVersion defines the \
+        versioned schema of this representation of an object."});
+    s["properties"]["kind"] = json!({"type": "string", "description": "Kind is a string value representing \
+        the REST resource this object represents."});
+    s["properties"]["metadata"] = json!({"allOf": [schema_ref(object_meta)],
+        "description": "Standard object's metadata."});
+    s
+}
+
+/// One group-version's document over `resources` (already filtered to it).
 pub(super) fn document(group: &str, version: &str) -> Value {
+    document_of(
+        resources::all()
+            .into_iter()
+            .filter(|r| r.group == group && r.version == version),
+    )
+}
+
+fn document_of<'a>(resources: impl Iterator<Item = &'a ResourceInfo>) -> Value {
     let mut b = DocBuilder::new();
-    for r in resources::all()
-        .into_iter()
-        .filter(|r| r.group == group && r.version == version)
-    {
+    for r in resources {
         b.resource(r);
     }
     b.finish()
@@ -667,31 +717,69 @@ pub(super) fn group_versions() -> Vec<(&'static str, &'static str)> {
 
 struct Docs {
     /// doc path -> serialised document
-    docs: BTreeMap<String, Vec<u8>>,
-    index: Vec<u8>,
+    docs: BTreeMap<String, Bytes>,
+    index: Bytes,
 }
 
+/// The documents of the built-in group-versions (built-in resources only), built once.
+fn builtin_docs() -> &'static BTreeMap<String, Bytes> {
+    // Built on first use: the first `/openapi/v3` request pays for it (about 17 ms in release, 100 ms
+    // in debug), not server start-up.
+    static DOCS: OnceLock<BTreeMap<String, Bytes>> = OnceLock::new();
+    DOCS.get_or_init(|| {
+        let mut gvs: Vec<(&str, &str)> = Vec::new();
+        for r in resources::builtin() {
+            if !gvs.contains(&(r.group, r.version)) {
+                gvs.push((r.group, r.version));
+            }
+        }
+        gvs.into_iter()
+            .map(|(g, v)| {
+                let doc = document_of(resources::builtin().filter(|r| r.group == g && r.version == v));
+                (
+                    doc_path(g, v),
+                    Bytes::from(serde_json::to_vec(&doc).expect("JSON serialises")),
+                )
+            })
+            .collect()
+    })
+}
+
+/// Every document: the built-in ones as built once, those holding custom resources rebuilt whenever
+/// the served CRDs change (each with a new content hash, so kubectl refetches it).
 fn build() -> Docs {
     let mut docs = BTreeMap::new();
     let mut index = Map::new();
+    let custom = crate::crd::served();
     for (g, v) in group_versions() {
-        let bytes = serde_json::to_vec(&document(g, v)).expect("JSON serialises");
         let path = doc_path(g, v);
+        let has_custom = custom.iter().any(|r| r.group == g && r.version == v);
+        let bytes = match builtin_docs().get(&path) {
+            Some(b) if !has_custom => b.clone(),
+            _ => Bytes::from(serde_json::to_vec(&document(g, v)).expect("JSON serialises")),
+        };
         // The hash is of the content: a changed document gets a new URL, so kubectl's HTTP cache
         // (keyed by URL) fetches it again.
         let url = format!("/openapi/v3/{path}?hash={}", content_hash(&bytes));
         index.insert(path.clone(), json!({"serverRelativeURL": url}));
         docs.insert(path, bytes);
     }
-    let index = serde_json::to_vec(&json!({"paths": index})).expect("JSON serialises");
+    let index = Bytes::from(serde_json::to_vec(&json!({"paths": index})).expect("JSON serialises"));
     Docs { docs, index }
 }
 
-fn docs() -> &'static Docs {
-    // Built on first use: the first `/openapi/v3` request pays for it (about 17 ms in release, 100 ms
-    // in debug), not server start-up.
-    static DOCS: OnceLock<Docs> = OnceLock::new();
-    DOCS.get_or_init(build)
+fn docs() -> Arc<Docs> {
+    static CACHE: Mutex<Option<(u64, Arc<Docs>)>> = Mutex::new(None);
+    let generation = crate::crd::generation();
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    match &*cache {
+        Some((g, d)) if *g == generation => d.clone(),
+        _ => {
+            let d = Arc::new(build());
+            *cache = Some((generation, d.clone()));
+            d
+        }
+    }
 }
 
 /// A content hash for `?hash=` (64-bit FNV-1a, upper-case hex, as upstream prints its hashes).
@@ -705,13 +793,13 @@ pub(super) fn content_hash(bytes: &[u8]) -> String {
 }
 
 /// The `/openapi/v3` index.
-pub fn index() -> &'static [u8] {
-    &docs().index
+pub fn index() -> Bytes {
+    docs().index.clone()
 }
 
 /// One document, by its path below `/openapi/v3/` (`api/v1`, `apis/apps/v1`).
-pub fn doc(path: &str) -> Option<&'static [u8]> {
-    docs().docs.get(path).map(Vec::as_slice)
+pub fn doc(path: &str) -> Option<Bytes> {
+    docs().docs.get(path).cloned()
 }
 
 #[cfg(test)]
@@ -719,7 +807,7 @@ mod tests {
     use super::*;
 
     fn parsed(group: &str, version: &str) -> Value {
-        serde_json::from_slice(doc(&doc_path(group, version)).expect("document served")).unwrap()
+        serde_json::from_slice(&doc(&doc_path(group, version)).expect("document served")).unwrap()
     }
 
     fn collect_refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
@@ -846,7 +934,7 @@ mod tests {
 
     #[test]
     fn index_lists_each_served_group_version_with_its_content_hash() {
-        let idx: Value = serde_json::from_slice(index()).unwrap();
+        let idx: Value = serde_json::from_slice(&index()).unwrap();
         let paths = idx["paths"].as_object().unwrap();
         assert_eq!(paths.len(), group_versions().len());
         for (g, v) in group_versions() {
@@ -854,7 +942,7 @@ mod tests {
             let url = paths[&p]["serverRelativeURL"].as_str().unwrap();
             assert_eq!(
                 url,
-                format!("/openapi/v3/{p}?hash={}", content_hash(doc(&p).unwrap()))
+                format!("/openapi/v3/{p}?hash={}", content_hash(&doc(&p).unwrap()))
             );
         }
     }

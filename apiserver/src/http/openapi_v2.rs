@@ -49,9 +49,9 @@ pub fn wants_protobuf(accept: Option<&str>) -> bool {
     })
 }
 
-/// The served kinds, as a key that changes when a kind comes or goes.
+/// The served kinds, as a key that changes when a kind comes or goes or a CRD's schema changes.
 fn fingerprint() -> u64 {
-    let mut s = String::new();
+    let mut s = crate::crd::generation().to_string();
     for r in resources::all() {
         s.push_str(r.group);
         s.push('/');

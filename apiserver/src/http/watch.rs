@@ -21,7 +21,7 @@ use super::{Query, ServerState, selection};
 use crate::error::ApiError;
 use crate::registry::{ResourceInfo, Selection};
 use crate::storage::{Stored, WatchFrom, WatchStart};
-use crate::table::{self, IncludeObject, Printer};
+use crate::table::IncludeObject;
 use crate::watch::{Event, EventType, Next};
 
 /// How often an idle watch that allows bookmarks gets one (upstream's cacher: about once a minute).
@@ -37,7 +37,6 @@ const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(3);
 struct Encoder {
     info: &'static ResourceInfo,
     format: Format,
-    printer: Printer,
     include: IncludeObject,
     columns_sent: bool,
 }
@@ -55,8 +54,8 @@ impl Encoder {
                 &super::request::partial_object_metadata(&obj.value, version),
             )),
             Format::Table => {
-                let t = table::table(
-                    self.printer,
+                let t = super::to_table(
+                    self.info,
                     &[&obj.value],
                     &obj.revision.to_string(),
                     None,
@@ -199,7 +198,6 @@ pub fn serve(
     let enc = Encoder {
         info,
         format,
-        printer: Printer::for_resource(info.group, info.plural),
         include,
         columns_sent: false,
     };

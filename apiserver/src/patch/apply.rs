@@ -16,7 +16,17 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use super::strategic::{ListStrategy, list_strategy};
+use super::strategic::ListStrategy;
+
+/// How server-side apply merges a list: a custom resource's `x-kubernetes-list-type` (and map keys)
+/// from its CRD's schema, a built-in kind's patch metadata otherwise.
+fn list_strategy(kind_key: &str, names: &[&str]) -> ListStrategy {
+    let (group, kind) = kind_key.split_once('/').unwrap_or(("", kind_key));
+    match crate::crd::list_strategy(group, kind, names) {
+        Some(s) => s,
+        None => super::strategic::list_strategy(kind_key, names),
+    }
+}
 
 /// One element of a field path, as `FieldsV1` spells it: `f:name`, `k:{"name":"c"}`, `v:"x"`, or `.`.
 pub type PathElement = String;

@@ -8,6 +8,7 @@ pub mod apps;
 pub mod batch;
 pub mod builtin_kinds;
 pub mod event_ttl;
+pub mod custom;
 pub mod events;
 pub mod gc;
 pub mod namespace;
@@ -343,6 +344,9 @@ impl Registry {
                     .extend(each);
             }
         }
+        if let Some(c) = crate::crd::custom(info) {
+            custom::prune_and_default(info, &c, &mut value, opts)?;
+        }
         value["apiVersion"] = json!(api_version);
         value["kind"] = json!(info.kind);
         Ok(value)
@@ -367,6 +371,15 @@ impl Registry {
     ) -> ListResult {
         let prefix = info.prefix(ns);
         match info.alias {
+            None if crate::crd::custom(info).is_some() => {
+                let mut l = self
+                    .storage
+                    .list(&prefix, start, limit, |o| sel.matches(info, &o.value));
+                if l.items.iter().any(|o| custom::other_version(info, &o.value)) {
+                    l.items = l.items.iter().map(|o| view(info, o)).collect();
+                }
+                l
+            }
             None => self
                 .storage
                 .list(&prefix, start, limit, |o| sel.matches(info, &o.value)),
@@ -416,6 +429,10 @@ impl Registry {
             let decoded = self.decode(info, body, opts)?;
             let stored = Box::pin(self.create(stored_info(a), ns, (a.to_storage)(&decoded), opts)).await?;
             return Ok(view(info, &stored));
+        }
+        let custom = crate::crd::custom(info);
+        if custom.as_ref().is_some_and(|c| c.terminating) {
+            return Err(custom::terminating_error());
         }
         let mut obj = self.decode(info, body, opts)?;
         {
@@ -505,6 +522,9 @@ impl Registry {
         if let Some(ns) = &ns {
             self.check_namespace(info, ns, &name)?;
         }
+        if let Some(c) = &custom {
+            custom::to_storage_version(info, c, &mut obj);
+        }
         let key = info.key(ns.as_deref(), &name);
         let dry_run = opts.dry_run;
         let written = self
@@ -525,7 +545,7 @@ impl Registry {
                 })
             })
             .await?;
-        Ok(written.object)
+        Ok(view(info, &written.object))
     }
 
     fn prepare_create(&self, info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
@@ -550,6 +570,11 @@ impl Registry {
             }
             (group, plural) if builtin_kinds::handles(group, plural) => {
                 builtin_kinds::prepare_create(group, plural, obj);
+            custom::CRDS => {
+                crate::crd::definition::set_defaults(obj);
+                if let Some(o) = obj.as_object_mut() {
+                    o.remove("status");
+                }
                 Ok(())
             }
             _ => {
@@ -587,7 +612,12 @@ impl Registry {
             (group, plural) if builtin_kinds::handles(group, plural) => {
                 errors.extend(builtin_kinds::validate(group, plural, obj, old, subresource))
             }
-            _ => {}
+            custom::CRDS => errors.extend(custom::validate_crd(&self.storage, obj)),
+            _ => {
+                if let Some(c) = crate::crd::custom(info) {
+                    errors.extend(custom::validate(&c, obj, old));
+                }
+            }
         }
         errors
     }
@@ -620,7 +650,7 @@ impl Registry {
                 self.decide_update(info, old, new, subresource, opts)
             })
             .await?;
-        Ok(written.object)
+        Ok(view(info, &written.object))
     }
 
     fn check_identity(
@@ -722,12 +752,18 @@ impl Registry {
             (group, plural) if builtin_kinds::handles(group, plural) => {
                 builtin_kinds::prepare_update(group, plural, &mut new, &old.value, subresource)
             }
+            custom::CRDS if !status_update => crate::crd::definition::set_defaults(&mut new),
             _ => {}
+        }
+        let custom = crate::crd::custom(info);
+        if let Some(c) = &custom {
+            custom::to_storage_version(info, c, &mut new);
         }
         normalise(&mut new);
         let spec_changed = match (info.group, info.plural) {
             ("apps", plural) => apps::bumps_generation(plural, &new, &old.value),
             ("batch", _) => batch::bumps_generation(&new, &old.value),
+            _ if custom.is_some() => custom::bumps_generation(info, &new, &old.value),
             _ => new.get("spec") != old.value.get("spec"),
         };
         if info.tracks_generation && !status_update && spec_changed {
@@ -785,6 +821,9 @@ impl Registry {
         (kind, patch): (PatchType, &[u8]),
         opts: &WriteOptions,
     ) -> Result<Arc<Stored>, ApiError> {
+        if kind == PatchType::Strategic && crate::crd::custom(info).is_some() {
+            return Err(custom::strategic_refused());
+        }
         let patch: Value = serde_json::from_slice(patch)
             .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
         let json_patch = match kind {
@@ -807,7 +846,7 @@ impl Registry {
                 };
                 let mut doc = match info.alias {
                     Some(a) => (a.from_storage)(&old.value),
-                    None => old.value.clone(),
+                    None => view(info, old).value.clone(),
                 };
                 match &json_patch {
                     Some(ops) => apply_json_patch(&mut doc, ops)?,
@@ -922,12 +961,16 @@ impl Registry {
                 self.decide_update(info, old, new, subresource, &opts)
             })
             .await?;
-        Ok((written.object, false))
+        Ok((view(info, &written.object), false))
     }
 
     /// The `scale` subresource of a workload: an autoscaling/v1 Scale.
     pub fn scale(&self, info: &ResourceInfo, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
-        Ok(scale_of(&self.get(info, ns, name)?.value))
+        let obj = self.get(info, ns, name)?;
+        Ok(match crate::crd::custom(info) {
+            Some(c) => custom::scale_of(&c, &obj.value),
+            None => scale_of(&obj.value),
+        })
     }
 
     /// Change a workload's replicas through its `scale` subresource: `change` turns the current Scale into
@@ -947,7 +990,12 @@ impl Registry {
                 let Some(old) = current else {
                     return Err(ApiError::not_found(info.plural, info.group, name));
                 };
-                let new_scale = change(scale_of(&old.value))?;
+                let custom = crate::crd::custom(info);
+                let current = match &custom {
+                    Some(c) => custom::scale_of(c, &old.value),
+                    None => scale_of(&old.value),
+                };
+                let new_scale = change(current)?;
                 if let Some(rv) = new_scale
                     .pointer("/metadata/resourceVersion")
                     .and_then(Value::as_str)
@@ -970,11 +1018,17 @@ impl Registry {
                     ));
                 };
                 let mut new = old.value.clone();
-                new["spec"]["replicas"] = json!(n);
+                match &custom {
+                    Some(c) => custom::set_replicas(c, &mut new, n),
+                    None => new["spec"]["replicas"] = json!(n),
+                }
                 self.decide_update(info, old, new, None, opts)
             })
             .await?;
-        Ok(scale_of(&written.object.value))
+        Ok(match crate::crd::custom(info) {
+            Some(c) => custom::scale_of(&c, &written.object.value),
+            None => scale_of(&written.object.value),
+        })
     }
 
     /// Delete one object: immediately, or by marking it (finalizers, graceful pod deletion, namespaces).
@@ -1100,7 +1154,16 @@ impl Registry {
                 }
             });
         }
-        let finalizers = gc::deletion_finalizers(info, &finalizers, &opts.policy).unwrap_or(finalizers);
+        let mut finalizers = gc::deletion_finalizers(info, &finalizers, &opts.policy).unwrap_or(finalizers);
+        if (info.group, info.plural) == custom::CRDS
+            && !finalizers
+                .iter()
+                .any(|f| f == crate::crd::definition::CLEANUP_FINALIZER)
+        {
+            // Upstream's CRD store: a deleted CRD waits until the finalizing controller has deleted
+            // its objects.
+            finalizers.push(crate::crd::definition::CLEANUP_FINALIZER.to_string());
+        }
         if finalizers.is_empty() && grace == 0 {
             return Ok(dry(Decision::Delete, &cur.value));
         }
@@ -1264,6 +1327,12 @@ fn stored_info(a: &resources::Alias) -> &'static ResourceInfo {
 /// A stored object as `info` shows it (converted for aliased resources).
 pub fn view(info: &ResourceInfo, obj: &Arc<Stored>) -> Arc<Stored> {
     match info.alias {
+        // A custom resource's other versions (`conversion: None`): only apiVersion changes.
+        None if info.tracks_generation && custom::other_version(info, &obj.value) => {
+            let mut v = obj.value.clone();
+            v["apiVersion"] = json!(info.api_version());
+            Arc::new(Stored::new(obj.revision, v))
+        }
         None => obj.clone(),
         Some(a) => Arc::new(Stored::new(obj.revision, (a.from_storage)(&obj.value))),
     }

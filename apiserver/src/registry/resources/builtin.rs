@@ -12,6 +12,7 @@ use k8s_openapi::api::{
     discovery::v1 as discovery, scheduling::v1 as scheduling, storage::v1 as storage,
 };
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 
 /// Every served resource.
 pub(super) static BUILTIN: &[ResourceInfo] = &[
@@ -531,4 +532,10 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
     kind::<flowcontrol::PriorityLevelConfiguration>("prioritylevelconfiguration")
         .subresources(&[status("PriorityLevelConfiguration")])
         .status_split(),
+    kind::<apiextensions::CustomResourceDefinition>("customresourcedefinition")
+        .short(&["crd", "crds"])
+        .categories(&["api-extensions"])
+        .subresources(&[status("CustomResourceDefinition")])
+        .status_split()
+        .generation(),
 ];

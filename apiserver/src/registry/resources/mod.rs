@@ -272,7 +272,14 @@ impl ResourceInfo {
 
 /// Every served resource: the built-in ones, then those added at run time.
 pub fn all() -> Vec<&'static ResourceInfo> {
-    builtin::BUILTIN.iter().collect()
+    let mut out: Vec<&'static ResourceInfo> = builtin::BUILTIN.iter().collect();
+    out.extend(crate::crd::served());
+    out
+}
+
+/// The built-in resources only (CRD names may not take theirs).
+pub fn builtin() -> impl Iterator<Item = &'static ResourceInfo> {
+    builtin::BUILTIN.iter()
 }
 
 /// The resource served at `group`/`version`/`plural`.
