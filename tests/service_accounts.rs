@@ -106,6 +106,34 @@ fn service_account_tokens_authenticate_and_are_mounted_into_pods() {
         whoami(&c, pod_token.trim()),
         format!("system:serviceaccount:{ns}:default")
     );
+    // RBAC: the pod's identity may not list pods until a RoleBinding lets it (issue 11 acceptance).
+    let err = c.fails(&["--token", pod_token.trim(), "get", "pods", "-n", ns]);
+    assert!(
+        err.contains(&format!(
+            "pods is forbidden: User \"system:serviceaccount:{ns}:default\" cannot list resource \"pods\" in API group \"\" in the namespace \"{ns}\""
+        )),
+        "{err}"
+    );
+    c.ok(&[
+        "create",
+        "rolebinding",
+        "pod-viewers",
+        "--clusterrole=view",
+        &format!("--serviceaccount={ns}:default"),
+        "-n",
+        ns,
+    ]);
+    // `view` is filled by the aggregation controller; poll until the grant shows.
+    common::eventually(Duration::from_secs(30), "the pod's token to list pods", || {
+        c.kubectl(&["--token", pod_token.trim(), "get", "pods", "-n", ns, "-o", "name"])
+            .status
+            .success()
+            .then_some(())
+    });
+    assert!(
+        c.ok(&["--token", pod_token.trim(), "get", "pods", "-n", ns, "-o", "name"])
+            .contains("pod/reader")
+    );
 
     let p = c.wait_json(&["pod", "opted-out", "-n", ns], Duration::from_secs(60), |p| {
         p["status"]["phase"] == "Running"

@@ -15,7 +15,9 @@
 //!
 //! Layers point one way: `http → registry → storage → watch`; `storage` and `watch` know nothing of HTTP.
 //! `http` authenticates every request (the admin token, or a service account JWT checked by
-//! [`serviceaccount`] against the registry) and serves `serviceaccounts/token` through it; the registry
+//! [`serviceaccount`] against the registry), honours impersonation headers and authorizes it with
+//! [`rbac`] (upstream's RBAC authorizer over the stored roles and bindings; `system:masters` at once),
+//! and serves `serviceaccounts/token` through it; the registry
 //! runs the ServiceAccount admission on pod creation when [`Config::service_account_admission`] is on.
 //! [`crd`] adds the kinds of CustomResourceDefinitions to the served table at run time (an in-server
 //! controller watches CRDs in storage) and holds the schema validation, pruning, defaulting and CEL rules
@@ -27,6 +29,7 @@ pub mod error;
 pub mod http;
 pub mod patch;
 pub mod protobuf;
+pub mod rbac;
 pub mod registry;
 pub mod selector;
 pub mod serviceaccount;

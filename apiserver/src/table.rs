@@ -16,9 +16,11 @@ use serde_json::{Map, Value, json};
 
 mod kinds;
 mod more_kinds;
+mod rbac;
 
 pub use kinds::KindPrinter;
 use more_kinds::*;
+use rbac::*;
 
 /// Which printer a resource uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +69,10 @@ pub enum Printer {
     ServiceAccount,
     /// A kind whose printer is data (`table/kinds.rs`).
     Kind(&'static KindPrinter),
+    /// `rolebindings`: NAME ROLE AGE (+ USERS, GROUPS, SERVICEACCOUNTS).
+    RoleBinding,
+    /// `clusterrolebindings`: as role bindings.
+    ClusterRoleBinding,
     /// Any other resource: upstream's default convertor, NAME and CREATED AT.
     Generic,
 }
@@ -100,6 +106,8 @@ impl Printer {
             ("", "persistentvolumeclaims") => Printer::PersistentVolumeClaim,
             ("storage.k8s.io", "storageclasses") => Printer::StorageClass,
             ("", "serviceaccounts") => Printer::ServiceAccount,
+            ("rbac.authorization.k8s.io", "rolebindings") => Printer::RoleBinding,
+            ("rbac.authorization.k8s.io", "clusterrolebindings") => Printer::ClusterRoleBinding,
             (group, resource) => kinds::for_resource(group, resource).map_or(Printer::Generic, Printer::Kind),
         }
     }
@@ -154,6 +162,8 @@ pub fn columns(p: Printer) -> Vec<Value> {
         Printer::StorageClass => STORAGE_CLASS_COLUMNS,
         Printer::ServiceAccount => SERVICE_ACCOUNT_COLUMNS,
         Printer::Kind(k) => k.columns,
+        Printer::RoleBinding => ROLE_BINDING_COLUMNS,
+        Printer::ClusterRoleBinding => CLUSTER_ROLE_BINDING_COLUMNS,
         Printer::Generic => GENERIC_COLUMNS,
     };
     defs.iter()
@@ -194,6 +204,7 @@ pub fn cells(p: Printer, obj: &Value, now: Timestamp) -> Vec<Value> {
         Printer::StorageClass => storage_class_cells(obj, now),
         Printer::ServiceAccount => service_account_cells(obj, now),
         Printer::Kind(k) => (k.cells)(obj, now),
+        Printer::RoleBinding | Printer::ClusterRoleBinding => binding_cells(obj, now),
         Printer::Generic => generic_cells(obj),
     }
 }

@@ -1,6 +1,5 @@
-//! Who a request runs as (upstream `user.Info`), as the authentication middleware finds it and hands it
-//! on in the request's extensions. Authorization allows every authenticated user everything for now
-//! (no RBAC yet), so the user is read only by `kubectl auth whoami` and the log.
+//! Who a request runs as (upstream `user.Info`), as the authentication middleware finds it (after
+//! impersonation) and hands it on in the request's extensions; [`crate::rbac`] authorizes it.
 
 use std::collections::BTreeMap;
 

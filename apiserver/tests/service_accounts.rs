@@ -104,9 +104,10 @@ async fn token_request_issues_a_token_that_authenticates_as_the_service_account(
         ])
     );
     assert_eq!(me["uid"], json!(sa.metadata.uid));
-    // The SA token may do everything for now (no RBAC yet): reading configmaps works.
+    // Without a role the SA may not read configmaps (RBAC; see tests/rbac.rs for the grants).
     let cms: Api<ConfigMap> = Api::default_namespaced(srv.client_with_token(&status.token));
-    cms.list(&Default::default()).await.unwrap();
+    let err = cms.list(&Default::default()).await.unwrap_err();
+    assert_eq!(api_error(err).0, 403);
     // The admin token still works and is still the admin.
     assert_eq!(whoami(admin.clone()).await.unwrap()["username"], "kubeling-admin");
 

@@ -14,6 +14,7 @@
 //! Every controller is a module with `start(ctx, cancel)`: it registers its informer handlers at once
 //! (before the informers start, so it sees the first list) and returns the future that runs its workers.
 
+pub mod clusterroleaggregation;
 pub mod controller_ref;
 pub mod cronjob;
 pub mod daemonset;
@@ -214,6 +215,7 @@ pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
         ("statefulset", statefulset::start),
         ("daemonset", daemonset::start),
         ("persistentvolume-binder", volume::start),
+        ("clusterrole-aggregation", clusterroleaggregation::start),
     ]
 }
 

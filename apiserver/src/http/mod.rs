@@ -4,6 +4,7 @@
 //! `/namespaces/{ns}` and the `/api` vs `/apis/{g}` split) and dispatches to the registry; watches are
 //! streamed by [`watch`].
 
+mod authz;
 pub mod discovery;
 pub mod openapi;
 pub mod openapi_v2;
@@ -61,6 +62,17 @@ pub struct ServerState {
     pub tokens: Arc<crate::serviceaccount::Tokens>,
 }
 
+impl ServerState {
+    /// The user a bearer token authenticates: the admin token's, or a service account's.
+    pub fn authenticate(&self, token: &str) -> Option<UserInfo> {
+        if constant_time_eq(token.as_bytes(), self.token.as_bytes()) {
+            Some(UserInfo::admin())
+        } else {
+            self.tokens.authenticate(&self.registry, token)
+        }
+    }
+}
+
 /// The API server's router.
 pub fn router(state: Arc<ServerState>) -> Router {
     Router::new()
@@ -73,9 +85,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Bearer tokens: the admin token, or a service account token of ours; anything else is 401. The user
-/// rides in the request's extensions. Every authenticated user may do everything (no authorization
-/// yet: RBAC is a later step).
+/// Bearer tokens: the admin token, or a service account token of ours; anything else is 401. Then
+/// impersonation and RBAC authorization ([`authz`]): a denial is a 403. The user (after impersonation)
+/// rides in the request's extensions.
 async fn authenticate(State(st): State<Arc<ServerState>>, mut req: Request, next: Next) -> Response {
     let token = req
         .headers()
@@ -83,19 +95,24 @@ async fn authenticate(State(st): State<Arc<ServerState>>, mut req: Request, next
         .and_then(|h| h.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "))
         .map(str::trim);
-    let user = match token {
-        Some(t) if constant_time_eq(t.as_bytes(), st.token.as_bytes()) => Some(UserInfo::admin()),
-        Some(t) => st.tokens.authenticate(&st.registry, t),
-        None => None,
+    let user = token.and_then(|t| st.authenticate(t));
+    let Some(user) = user else {
+        drain(req.into_body()).await;
+        return error_response(&ApiError::unauthorized());
     };
-    match user {
-        Some(user) => {
+    match authz::authorize(&st, &req, user) {
+        Ok(user) if crate::rbac::is_master(&user) => {
             req.extensions_mut().insert(user);
             next.run(req).await
         }
-        None => {
+        // Other users' RBAC writes are checked for escalation, on their behalf.
+        Ok(user) => {
+            req.extensions_mut().insert(user.clone());
+            crate::rbac::escalation::on_behalf_of(user, next.run(req)).await
+        }
+        Err(e) => {
             drain(req.into_body()).await;
-            error_response(&ApiError::unauthorized())
+            error_response(&e)
         }
     }
 }
@@ -313,24 +330,8 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
             Some(doc) => get_only(json_value(StatusCode::OK, &doc)),
             None => error_response(&ApiError::no_route()),
         },
-        Route::Review(r) => {
-            if parts.method != Method::POST {
-                return error_response(&ApiError::method_not_allowed());
-            }
-            let user = parts
-                .extensions
-                .get::<UserInfo>()
-                .cloned()
-                .unwrap_or_else(UserInfo::admin);
-            let result = match read_body(body).await {
-                Ok(bytes) => decode_object(&parts.headers, &bytes).and_then(|v| reviews::answer(r, v, &user)),
-                Err(e) => Err(e),
-            };
-            match result {
-                Ok(v) => json_value(StatusCode::CREATED, &v),
-                Err(e) => error_response(&e),
-            }
-        }
+        Route::Review(r) => authz::review(&st, parts, body, r, None).await,
+        Route::LocalReview(r, ns) => authz::review(&st, parts, body, r, Some(&ns)).await,
         Route::GroupVersion(g, v) => {
             match discovery::resource_list(&g, &v).or_else(|| reviews::resource_list(&g, &v)) {
                 Some(doc) => get_only(json_value(StatusCode::OK, &doc)),

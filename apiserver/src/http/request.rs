@@ -29,6 +29,8 @@ pub enum Route {
     Resource(ResourceRequest),
     /// An authorization or authentication review (POST only, never stored).
     Review(&'static super::reviews::Review),
+    /// A namespaced review (LocalSubjectAccessReview) and its namespace.
+    LocalReview(&'static super::reviews::Review, String),
     /// Nothing we serve.
     NotFound,
 }
@@ -77,8 +79,16 @@ pub fn route(path: &str) -> Route {
         {
             Route::GroupVersion(g.to_string(), v.to_string())
         }
-        ["apis", g, v, plural] if super::reviews::find(g, v, plural).is_some() => {
+        ["apis", g, v, plural] if super::reviews::find(g, v, plural).is_some_and(|r| !r.namespaced) => {
             Route::Review(super::reviews::find(g, v, plural).expect("checked"))
+        }
+        ["apis", g, v, "namespaces", ns, plural]
+            if super::reviews::find(g, v, plural).is_some_and(|r| r.namespaced) =>
+        {
+            Route::LocalReview(
+                super::reviews::find(g, v, plural).expect("checked"),
+                ns.to_string(),
+            )
         }
         ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
         _ => Route::NotFound,
@@ -320,6 +330,22 @@ mod tests {
         );
         assert_eq!(route("/apis/apps"), Route::Group("apps".into()));
         assert_eq!(route("/openapi/v2"), Route::OpenApiV2);
+    }
+
+    #[test]
+    fn reviews_route_cluster_wide_and_local_ones_in_a_namespace() {
+        assert!(matches!(
+            route("/apis/authorization.k8s.io/v1/subjectaccessreviews"),
+            Route::Review(r) if r.kind == "SubjectAccessReview"
+        ));
+        assert!(matches!(
+            route("/apis/authorization.k8s.io/v1/namespaces/dev/localsubjectaccessreviews"),
+            Route::LocalReview(r, ns) if r.kind == "LocalSubjectAccessReview" && ns == "dev"
+        ));
+        assert_eq!(
+            route("/apis/authorization.k8s.io/v1/localsubjectaccessreviews"),
+            Route::NotFound
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod events;
 pub mod gc;
 pub mod namespace;
 pub mod pod_strategy;
+pub mod rbac;
 pub mod resources;
 pub mod service;
 pub mod serviceaccount_admission;
@@ -288,7 +289,8 @@ impl Registry {
             }
         }
         service::bootstrap(self).await?;
-        builtin_kinds::bootstrap(self).await
+        builtin_kinds::bootstrap(self).await?;
+        rbac::bootstrap(self).await
     }
 
     fn decode(&self, info: &ResourceInfo, body: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
@@ -508,6 +510,7 @@ impl Registry {
         };
         self.prepare_create(info, &mut obj)?;
         normalise(&mut obj);
+        crate::rbac::escalation::check(self, info, &obj, None)?;
         {
             let now = now_rfc3339();
             let kind_key = format!("{}/{}", info.group, info.kind);
@@ -570,6 +573,12 @@ impl Registry {
             }
             (group, plural) if builtin_kinds::handles(group, plural) => {
                 builtin_kinds::prepare_create(group, plural, obj);
+                Ok(())
+            }
+            (group, plural) if rbac::handles(group, plural) => {
+                rbac::prepare(plural, obj);
+                Ok(())
+            }
             custom::CRDS => {
                 crate::crd::definition::set_defaults(obj);
                 if let Some(o) = obj.as_object_mut() {
@@ -611,6 +620,9 @@ impl Registry {
             }
             (group, plural) if builtin_kinds::handles(group, plural) => {
                 errors.extend(builtin_kinds::validate(group, plural, obj, old, subresource))
+            }
+            (group, plural) if rbac::handles(group, plural) => {
+                errors.extend(rbac::validate(plural, obj, old))
             }
             custom::CRDS => errors.extend(custom::validate_crd(&self.storage, obj)),
             _ => {
@@ -752,6 +764,7 @@ impl Registry {
             (group, plural) if builtin_kinds::handles(group, plural) => {
                 builtin_kinds::prepare_update(group, plural, &mut new, &old.value, subresource)
             }
+            (group, plural) if rbac::handles(group, plural) => rbac::prepare(plural, &mut new),
             custom::CRDS if !status_update => crate::crd::definition::set_defaults(&mut new),
             _ => {}
         }
@@ -760,6 +773,7 @@ impl Registry {
             custom::to_storage_version(info, c, &mut new);
         }
         normalise(&mut new);
+        crate::rbac::escalation::check(self, info, &new, Some(&old.value))?;
         let spec_changed = match (info.group, info.plural) {
             ("apps", plural) => apps::bumps_generation(plural, &new, &old.value),
             ("batch", _) => batch::bumps_generation(&new, &old.value),

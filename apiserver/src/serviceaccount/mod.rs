@@ -146,6 +146,11 @@ fn parse_request(body: &Value) -> Result<Request, ApiError> {
 }
 
 impl Tokens {
+    /// The audiences the API server accepts.
+    pub fn audiences(&self) -> &[String] {
+        &self.audiences
+    }
+
     /// An issuer signing with `signer`, for the API server's audiences.
     pub fn new(signer: Signer) -> Tokens {
         Tokens {

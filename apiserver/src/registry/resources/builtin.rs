@@ -9,7 +9,7 @@ use k8s_openapi::api::{
 };
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, core::v1 as core,
-    discovery::v1 as discovery, scheduling::v1 as scheduling, storage::v1 as storage,
+    discovery::v1 as discovery, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
 };
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
@@ -538,4 +538,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         .subresources(&[status("CustomResourceDefinition")])
         .status_split()
         .generation(),
+    // ---- rbac.authorization.k8s.io/v1 (names are path segments, as upstream) ----
+    kind::<rbac::Role>("role").names(NameRule::PathSegment),
+    kind::<rbac::RoleBinding>("rolebinding").names(NameRule::PathSegment),
+    kind::<rbac::ClusterRole>("clusterrole").names(NameRule::PathSegment),
+    kind::<rbac::ClusterRoleBinding>("clusterrolebinding").names(NameRule::PathSegment),
 ];
