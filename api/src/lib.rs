@@ -8,6 +8,7 @@
 
 mod field_error;
 pub mod pod;
+pub mod quota;
 pub mod tls;
 pub mod validation;
 

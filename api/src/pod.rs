@@ -479,17 +479,22 @@ fn valid_path_component(p: &str) -> bool {
 
 /// How a quantity was written, which decides how upstream prints it back (`Quantity.String()`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum QuantityFormat {
+pub enum QuantityFormat {
+    /// `100m`, `2k`, `5`.
     DecimalSi,
+    /// `1Gi`.
     BinarySi,
+    /// `1e3`.
     DecimalExponent,
 }
 
 /// A parsed quantity: its value in units of 10^-9 (upstream keeps values below a nano rounded up).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ParsedQuantity {
-    nanos: i128,
-    format: QuantityFormat,
+pub struct ParsedQuantity {
+    /// The value in units of 10^-9.
+    pub nanos: i128,
+    /// How it prints.
+    pub format: QuantityFormat,
 }
 
 const QUANTITY_FORMAT_ERR: &str =
@@ -498,7 +503,7 @@ const QUANTITY_SUFFIX_ERR: &str = "unable to parse quantity's suffix";
 const NANO: i128 = 1_000_000_000;
 
 /// upstream `resource.ParseQuantity`. Values too large for 128 bits saturate (upstream is unbounded).
-fn parse_quantity(s: &str) -> Result<ParsedQuantity, &'static str> {
+pub fn parse_quantity(s: &str) -> Result<ParsedQuantity, &'static str> {
     let b = s.as_bytes();
     let mut i = 0;
     let negative = match b.first() {
@@ -602,8 +607,20 @@ fn parse_quantity(s: &str) -> Result<ParsedQuantity, &'static str> {
 }
 
 impl ParsedQuantity {
+    /// upstream `Quantity.Add`: the sum keeps this one's format, unless this one is zero.
+    pub fn plus(self, other: ParsedQuantity) -> ParsedQuantity {
+        ParsedQuantity {
+            nanos: self.nanos.saturating_add(other.nanos),
+            format: if self.nanos == 0 {
+                other.format
+            } else {
+                self.format
+            },
+        }
+    }
+
     /// upstream `Quantity.String()`: the canonical form (`0.5` → `500m`, `1024Mi` → `1Gi`).
-    fn canonical(&self) -> String {
+    pub fn canonical(&self) -> String {
         let n = self.nanos;
         if self.format == QuantityFormat::BinarySi && n.abs() >= 1024 * NANO && n % NANO == 0 {
             let mut v = n / NANO;

@@ -17,10 +17,12 @@ use serde_json::{Map, Value, json};
 mod kinds;
 mod more_kinds;
 mod rbac;
+mod policy_kinds;
 
 pub use kinds::KindPrinter;
 use more_kinds::*;
 use rbac::*;
+use policy_kinds::*;
 
 /// Which printer a resource uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +75,12 @@ pub enum Printer {
     RoleBinding,
     /// `clusterrolebindings`: as role bindings.
     ClusterRoleBinding,
+    /// `replicationcontrollers`: NAME DESIRED CURRENT READY AGE (+ containers, images, selector).
+    ReplicationController,
+    /// `poddisruptionbudgets.policy`: NAME MIN AVAILABLE MAX UNAVAILABLE ALLOWED DISRUPTIONS AGE.
+    PodDisruptionBudget,
+    /// `resourcequotas`: NAME AGE REQUEST LIMIT.
+    ResourceQuota,
     /// Any other resource: upstream's default convertor, NAME and CREATED AT.
     Generic,
 }
@@ -108,6 +116,9 @@ impl Printer {
             ("", "serviceaccounts") => Printer::ServiceAccount,
             ("rbac.authorization.k8s.io", "rolebindings") => Printer::RoleBinding,
             ("rbac.authorization.k8s.io", "clusterrolebindings") => Printer::ClusterRoleBinding,
+            ("", "replicationcontrollers") => Printer::ReplicationController,
+            ("policy", "poddisruptionbudgets") => Printer::PodDisruptionBudget,
+            ("", "resourcequotas") => Printer::ResourceQuota,
             (group, resource) => kinds::for_resource(group, resource).map_or(Printer::Generic, Printer::Kind),
         }
     }
@@ -161,6 +172,9 @@ pub fn columns(p: Printer) -> Vec<Value> {
         Printer::PersistentVolumeClaim => PERSISTENT_VOLUME_CLAIM_COLUMNS,
         Printer::StorageClass => STORAGE_CLASS_COLUMNS,
         Printer::ServiceAccount => SERVICE_ACCOUNT_COLUMNS,
+        Printer::ReplicationController => REPLICATION_CONTROLLER_COLUMNS,
+        Printer::PodDisruptionBudget => POD_DISRUPTION_BUDGET_COLUMNS,
+        Printer::ResourceQuota => RESOURCE_QUOTA_COLUMNS,
         Printer::Kind(k) => k.columns,
         Printer::RoleBinding => ROLE_BINDING_COLUMNS,
         Printer::ClusterRoleBinding => CLUSTER_ROLE_BINDING_COLUMNS,
@@ -205,6 +219,9 @@ pub fn cells(p: Printer, obj: &Value, now: Timestamp) -> Vec<Value> {
         Printer::ServiceAccount => service_account_cells(obj, now),
         Printer::Kind(k) => (k.cells)(obj, now),
         Printer::RoleBinding | Printer::ClusterRoleBinding => binding_cells(obj, now),
+        Printer::ReplicationController => replication_controller_cells(obj, now),
+        Printer::PodDisruptionBudget => pod_disruption_budget_cells(obj, now),
+        Printer::ResourceQuota => resource_quota_cells(obj, now),
         Printer::Generic => generic_cells(obj),
     }
 }
@@ -2518,7 +2535,8 @@ mod tests {
             ),
             ("storage.k8s.io", "storageclasses", Printer::StorageClass),
             ("", "serviceaccounts", Printer::ServiceAccount),
-            ("", "resourcequotas", Printer::Generic),
+            ("", "resourcequotas", Printer::ResourceQuota),
+            ("", "limitranges", Printer::Generic),
             ("apps", "pods", Printer::Generic),
             ("example.com", "widgets", Printer::Generic),
         ];

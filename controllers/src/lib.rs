@@ -20,6 +20,7 @@ pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod discovery;
+pub mod disruption;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod expectations;
@@ -36,6 +37,8 @@ pub mod podgc;
 pub mod podutil;
 pub mod queue;
 pub mod replicaset;
+pub mod replication;
+pub mod resourcequota;
 pub mod rootca;
 pub mod scheduler;
 pub mod selector;
@@ -211,6 +214,9 @@ pub fn all_controllers() -> Vec<(&'static str, StartFn)> {
         ("cronjob", cronjob::start),
         ("ttl-after-finished", ttl_after_finished::start),
         ("replicaset", replicaset::start),
+        ("replicationcontroller", replication::start),
+        ("disruption", disruption::start),
+        ("resourcequota", resourcequota::start),
         ("deployment", deployment::start),
         ("statefulset", statefulset::start),
         ("daemonset", daemonset::start),

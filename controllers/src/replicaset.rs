@@ -13,6 +13,7 @@
 
 pub mod rank;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Weak};
@@ -307,10 +308,54 @@ where
     }
 }
 
+/// The kinds the controller runs on: ReplicaSets, and ReplicationControllers through a conversion to
+/// the ReplicaSet they describe (upstream's RC controller is this controller over `pkg/controller/
+/// replication/conversion.go`). Every decision reads [`ReplicaSetKind::as_replica_set`]; only the writes
+/// (claims, pod owners, events, status) use the kind itself.
+pub trait ReplicaSetKind:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + Serialize
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// `apps/v1` or `v1`.
+    const API_VERSION: &'static str;
+    /// `ReplicaSet` or `ReplicationController`.
+    const KIND: &'static str;
+    /// The event source.
+    const COMPONENT: &'static str;
+    /// The work queue's name.
+    const QUEUE: &'static str;
+    /// The object as the ReplicaSet it describes.
+    fn as_replica_set(&self) -> Cow<'_, ReplicaSet>;
+    /// The object with `status` as its status.
+    fn with_status(self, status: ReplicaSetStatus) -> Self;
+}
+
+impl ReplicaSetKind for ReplicaSet {
+    const API_VERSION: &'static str = "apps/v1";
+    const KIND: &'static str = "ReplicaSet";
+    const COMPONENT: &'static str = COMPONENT;
+    const QUEUE: &'static str = "replicaset";
+
+    fn as_replica_set(&self) -> Cow<'_, ReplicaSet> {
+        Cow::Borrowed(self)
+    }
+
+    fn with_status(mut self, status: ReplicaSetStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+}
+
 /// The controller: caches, queue, expectations, pod control.
-pub struct ReplicaSetController {
+pub struct ReplicaSetController<K: ReplicaSetKind = ReplicaSet> {
     client: kube::Client,
-    replicasets: Arc<Informer<ReplicaSet>>,
+    replicasets: Arc<Informer<K>>,
     pods: Arc<Informer<Pod>>,
     expectations: Arc<Expectations>,
     pod_control: PodControl,
@@ -318,17 +363,22 @@ pub struct ReplicaSetController {
 
 /// Register the handlers and return the workers' future.
 pub fn start(ctx: &Arc<Context>, cancel: CancellationToken) -> BoxFuture<'static, ()> {
-    let queue = WorkQueue::new("replicaset");
-    let replicasets = ctx.informers.get::<ReplicaSet>();
+    start_for::<ReplicaSet>(ctx, cancel)
+}
+
+/// The controller of the kind `K`: handlers registered, the workers' future returned.
+pub fn start_for<K: ReplicaSetKind>(ctx: &Arc<Context>, cancel: CancellationToken) -> BoxFuture<'static, ()> {
+    let queue = WorkQueue::new(K::QUEUE);
+    let replicasets = ctx.informers.get::<K>();
     let pods = ctx.informers.get::<Pod>();
     let expectations = Arc::new(Expectations::default());
     register_handlers(&replicasets, &pods, &queue, &expectations);
-    let controller = Arc::new(ReplicaSetController {
+    let controller = Arc::new(ReplicaSetController::<K> {
         client: ctx.client.clone(),
         replicasets,
         pods,
         expectations,
-        pod_control: PodControl::new(ctx.client.clone(), ctx.recorder(COMPONENT)),
+        pod_control: PodControl::new(ctx.client.clone(), ctx.recorder(K::COMPONENT)),
     });
     Box::pin(crate::run_workers(
         ctx.informers.clone(),
@@ -340,8 +390,8 @@ pub fn start(ctx: &Arc<Context>, cancel: CancellationToken) -> BoxFuture<'static
 }
 
 /// The watches of §3.1 (handlers hold the other informer weakly: the informers own the handlers).
-fn register_handlers(
-    replicasets: &Arc<Informer<ReplicaSet>>,
+fn register_handlers<K: ReplicaSetKind>(
+    replicasets: &Arc<Informer<K>>,
     pods: &Arc<Informer<Pod>>,
     queue: &Arc<WorkQueue>,
     expectations: &Arc<Expectations>,
@@ -352,7 +402,7 @@ fn register_handlers(
         replicasets.on_change(move |c| match c {
             Change::Added(rs) => queue.add(key_of(rs.as_ref())),
             Change::Updated { old, new } => {
-                if old.metadata.uid != new.metadata.uid {
+                if old.meta().uid != new.meta().uid {
                     exp.forget(&key_of(old.as_ref()));
                 }
                 queue.add(key_of(new.as_ref()));
@@ -364,7 +414,7 @@ fn register_handlers(
             }
         });
     }
-    let rs_weak: Weak<Informer<ReplicaSet>> = Arc::downgrade(replicasets);
+    let rs_weak: Weak<Informer<K>> = Arc::downgrade(replicasets);
     let queue = queue.clone();
     let exp = expectations.clone();
     pods.on_change(move |c| {
@@ -382,30 +432,25 @@ fn register_handlers(
     });
 }
 
-struct PodHandler<'a> {
-    rss: &'a Informer<ReplicaSet>,
+struct PodHandler<'a, K: ReplicaSetKind> {
+    rss: &'a Informer<K>,
     queue: &'a Arc<WorkQueue>,
     exp: &'a Expectations,
 }
 
-impl PodHandler<'_> {
-    fn owner(&self, pod: &Pod) -> Option<Arc<ReplicaSet>> {
+impl<K: ReplicaSetKind> PodHandler<'_, K> {
+    fn owner(&self, pod: &Pod) -> Option<Arc<K>> {
         let r = controller_ref::controller_of(&pod.metadata)?;
-        resolve_owner(
-            self.rss,
-            pod.namespace().as_deref().unwrap_or(""),
-            r,
-            "ReplicaSet",
-        )
+        resolve_owner(self.rss, pod.namespace().as_deref().unwrap_or(""), r, K::KIND)
     }
 
     /// `getPodReplicaSets`: the ReplicaSets whose selector matches an orphan.
-    fn matching(&self, pod: &Pod) -> Vec<Arc<ReplicaSet>> {
+    fn matching(&self, pod: &Pod) -> Vec<Arc<K>> {
         let ns = pod.namespace().unwrap_or_default();
         self.rss
             .list_ns(&ns)
             .into_iter()
-            .filter(|rs| selects(rs, pod.metadata.labels.as_ref()))
+            .filter(|rs| selects(&rs.as_replica_set(), pod.metadata.labels.as_ref()))
             .collect()
     }
 
@@ -451,7 +496,7 @@ impl PodHandler<'_> {
             let Some(rs) = self.owner(new) else { return };
             let key = key_of(rs.as_ref());
             self.queue.add(key.clone());
-            let min_ready = min_ready_seconds(&rs);
+            let min_ready = min_ready_seconds(&rs.as_replica_set());
             if !podutil::is_ready(old) && podutil::is_ready(new) && min_ready > 0 {
                 // Availability comes with time: look again once it has passed (+1 s for clock skew).
                 self.queue
@@ -474,7 +519,7 @@ impl PodHandler<'_> {
     }
 }
 
-impl ReplicaSetController {
+impl<K: ReplicaSetKind> ReplicaSetController<K> {
     /// `getIndirectlyRelatedPods`: the pods of every ReplicaSet with the same controller (none when it has
     /// no controller), each once.
     fn related_pods(&self, rs: &ReplicaSet) -> Vec<Arc<Pod>> {
@@ -486,6 +531,7 @@ impl ReplicaSetController {
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         for sibling in self.replicasets.list_ns(&ns) {
+            let sibling = sibling.as_replica_set();
             if controller_ref::controller_of(&sibling.metadata).map(|r| &r.uid) != Some(&ctrl.uid) {
                 continue;
             }
@@ -503,8 +549,8 @@ impl ReplicaSetController {
 
     async fn claim_pods(&self, rs: &ReplicaSet, active: Vec<Arc<Pod>>) -> Result<Vec<Arc<Pod>>, Error> {
         let claimer = Claimer {
-            api_version: "apps/v1",
-            kind: "ReplicaSet",
+            api_version: K::API_VERSION,
+            kind: K::KIND,
             meta: &rs.metadata,
         };
         let ns = rs.namespace().unwrap_or_default();
@@ -517,8 +563,8 @@ impl ReplicaSetController {
             active,
             |p: &Pod| selects(rs, p.metadata.labels.as_ref()),
             || async move {
-                let fresh = Api::<ReplicaSet>::namespaced(client, &ns).get(&name).await?;
-                recheck(&fresh, &ns, &name, &uid, "ReplicaSet")
+                let fresh = Api::<K>::namespaced(client, &ns).get(&name).await?;
+                recheck(&fresh, &ns, &name, &uid, K::KIND)
             },
         )
         .await
@@ -526,13 +572,13 @@ impl ReplicaSetController {
 
     async fn manage_replicas(&self, rs: &ReplicaSet, pods: &[Arc<Pod>], key: &str) -> Result<(), Error> {
         let ns = rs.namespace().unwrap_or_default();
-        let rs_ref = pod_control::object_ref("apps/v1", "ReplicaSet", &rs.metadata);
+        let rs_ref = pod_control::object_ref(K::API_VERSION, K::KIND, &rs.metadata);
         match manage(pods.len(), spec_replicas(rs)) {
             Manage::Nothing => Ok(()),
             Manage::Create(n) => {
                 let owner = controller_ref::controller_ref(
-                    "apps/v1",
-                    "ReplicaSet",
+                    K::API_VERSION,
+                    K::KIND,
                     &rs.name_any(),
                     rs.metadata.uid.as_deref().unwrap_or(""),
                 );
@@ -596,18 +642,20 @@ impl ReplicaSetController {
     }
 
     /// `updateReplicaSetStatus`: PUT `/status` when it changed, once more from a fresh GET on failure.
-    async fn update_status(&self, rs: &ReplicaSet, new: ReplicaSetStatus) -> Result<ReplicaSet, Error> {
-        let Some(st) = status_to_write(rs, new) else {
-            return Ok(rs.clone());
+    /// Returns the status now stored.
+    async fn update_status(&self, obj: &K, new: ReplicaSetStatus) -> Result<ReplicaSetStatus, Error> {
+        let rs = obj.as_replica_set();
+        let Some(st) = status_to_write(&rs, new) else {
+            return Ok(status(&rs));
         };
-        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &rs.namespace().unwrap_or_default());
+        let api: Api<K> = Api::namespaced(self.client.clone(), &rs.namespace().unwrap_or_default());
         let name = rs.name_any();
-        let mut current = rs.clone();
+        let mut current = obj.clone();
         let mut attempt = 0;
         loop {
-            current.status = Some(st.clone());
-            match api.replace_status(&name, &PostParams::default(), &current).await {
-                Ok(written) => return Ok(written),
+            let body = current.with_status(st.clone());
+            match api.replace_status(&name, &PostParams::default(), &body).await {
+                Ok(written) => return Ok(status(&written.as_replica_set())),
                 Err(e) if attempt >= STATUS_UPDATE_RETRIES => return Err(Error::Kube(e)),
                 Err(_) => {
                     attempt += 1;
@@ -642,12 +690,13 @@ pub(crate) fn recheck<K: Resource>(
 }
 
 #[async_trait::async_trait]
-impl Reconciler for ReplicaSetController {
+impl<K: ReplicaSetKind> Reconciler for ReplicaSetController<K> {
     async fn sync(&self, key: &str) -> Result<Option<Duration>, Error> {
-        let Some(rs) = self.replicasets.get(key) else {
+        let Some(obj) = self.replicasets.get(key) else {
             self.expectations.forget(key);
             return Ok(None);
         };
+        let rs = obj.as_replica_set();
         let needs_sync = self.expectations.satisfied(key);
         let (ns, _) = split_key(key);
         let active: Vec<Arc<Pod>> = self
@@ -667,11 +716,11 @@ impl Reconciler for ReplicaSetController {
             other => other.to_string(),
         });
         let new_status = calculate_status(&rs, &owned, message.as_deref(), now_seconds());
-        let updated = self.update_status(&rs, new_status).await?;
+        let written = self.update_status(&obj, new_status).await?;
         if let Some(e) = manage_error {
             return Err(e);
         }
-        Ok(min_ready_requeue(&updated, &status(&updated)))
+        Ok(min_ready_requeue(&rs, &written))
     }
 }
 

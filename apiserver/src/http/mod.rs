@@ -707,6 +707,30 @@ async fn resource(
                         .create_token(&st.registry, ns.unwrap_or("default"), name, &obj)?;
                     Ok(json_value(StatusCode::CREATED, &out))
                 }
+                ("eviction", Method::POST) => {
+                    let eviction = decode_object(headers, &body)?;
+                    let options = eviction.get("deleteOptions").filter(|o| !o.is_null());
+                    let options = options.map(|o| o.to_string()).unwrap_or_default();
+                    let opts = delete_options(&query, options.as_bytes())?;
+                    let outcome = st
+                        .registry
+                        .evict(ns.unwrap_or("default"), name, &eviction, opts)
+                        .await?;
+                    let (code, status) = match outcome {
+                        crate::registry::eviction::Evicted::Deleted => {
+                            (StatusCode::CREATED, json!({"status": "Success", "code": 201}))
+                        }
+                        crate::registry::eviction::Evicted::MultipleBudgets => (
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            json!({"status": "Failure", "message": crate::registry::eviction::MULTIPLE_BUDGETS, "code": 500}),
+                        ),
+                    };
+                    let mut body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}});
+                    body.as_object_mut()
+                        .expect("an object")
+                        .extend(status.as_object().cloned().unwrap_or_default());
+                    Ok(json_value(code, &body))
+                }
                 ("binding", Method::POST) => {
                     let obj = decode_object(headers, &body)?;
                     st.registry.bind(ns.unwrap_or("default"), name, obj).await?;

@@ -225,7 +225,12 @@ fn int_or_percent(v: Option<&Value>) -> i64 {
 }
 
 /// upstream `ValidatePositiveIntOrPercent` and `IsNotMoreThan100Percent`.
-fn positive_int_or_percent(v: Option<&Value>, path: &str, max_100: bool, errs: &mut Vec<FieldError>) {
+pub(crate) fn positive_int_or_percent(
+    v: Option<&Value>,
+    path: &str,
+    max_100: bool,
+    errs: &mut Vec<FieldError>,
+) {
     match v {
         Some(Value::String(s)) => {
             let valid = s

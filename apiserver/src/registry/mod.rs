@@ -9,11 +9,16 @@ pub mod batch;
 pub mod builtin_kinds;
 pub mod event_ttl;
 pub mod custom;
+pub mod disruption_budget;
 pub mod events;
+pub mod eviction;
 pub mod gc;
+pub mod limit_range;
 pub mod namespace;
 pub mod pod_strategy;
 pub mod rbac;
+pub mod quota;
+pub mod replication;
 pub mod resources;
 pub mod service;
 pub mod serviceaccount_admission;
@@ -509,6 +514,10 @@ impl Registry {
             None
         };
         self.prepare_create(info, &mut obj)?;
+        if (info.group, info.plural) == ("", "pods") {
+            // LimitRanger, mutating: after the scheme defaults, as upstream's admission runs after decoding.
+            self.limit_ranger_defaults(&mut obj);
+        }
         normalise(&mut obj);
         crate::rbac::escalation::check(self, info, &obj, None)?;
         {
@@ -527,6 +536,12 @@ impl Registry {
         }
         if let Some(c) = &custom {
             custom::to_storage_version(info, c, &mut obj);
+        }
+        // Validating admission: LimitRanger, then ResourceQuota (upstream's order).
+        self.limit_ranger_validate(info, &obj)?;
+        // Events are not subject to quota (upstream's ignored resources).
+        if info.plural != "events" {
+            self.admit_quota(info, &obj, opts.dry_run).await?;
         }
         let key = info.key(ns.as_deref(), &name);
         let dry_run = opts.dry_run;
@@ -579,6 +594,14 @@ impl Registry {
                 rbac::prepare(plural, obj);
                 Ok(())
             }
+            (group, plural) if replication::handles(group, plural) => {
+                replication::prepare_create(obj);
+                Ok(())
+            }
+            (group, plural) if limit_range::handles(group, plural) => {
+                limit_range::default(obj);
+                Ok(())
+            }
             custom::CRDS => {
                 crate::crd::definition::set_defaults(obj);
                 if let Some(o) = obj.as_object_mut() {
@@ -617,6 +640,18 @@ impl Registry {
             }
             ("batch", plural) if batch::handles(plural) => {
                 errors.extend(batch::validate(plural, obj, old, subresource == Some("status")))
+            }
+            (group, plural) if replication::handles(group, plural) => {
+                errors.extend(replication::validate(obj, subresource == Some("status")))
+            }
+            (group, plural) if disruption_budget::handles(group, plural) => {
+                errors.extend(disruption_budget::validate(obj, subresource == Some("status")))
+            }
+            (group, plural) if quota::handles(group, plural) => {
+                errors.extend(quota::validate(obj, subresource == Some("status")))
+            }
+            (group, plural) if limit_range::handles(group, plural) => {
+                errors.extend(limit_range::validate(obj))
             }
             (group, plural) if builtin_kinds::handles(group, plural) => {
                 errors.extend(builtin_kinds::validate(group, plural, obj, old, subresource))
@@ -766,6 +801,8 @@ impl Registry {
             }
             (group, plural) if rbac::handles(group, plural) => rbac::prepare(plural, &mut new),
             custom::CRDS if !status_update => crate::crd::definition::set_defaults(&mut new),
+            (group, plural) if replication::handles(group, plural) => replication::default(&mut new),
+            (group, plural) if limit_range::handles(group, plural) => limit_range::default(&mut new),
             _ => {}
         }
         let custom = crate::crd::custom(info);
@@ -1265,8 +1302,13 @@ pub fn scale_of(obj: &Value) -> Value {
             metadata[f] = v.clone();
         }
     }
+    // A ReplicationController's selector is a plain map; the others' a LabelSelector.
     let selector = obj
         .pointer("/spec/selector/matchLabels")
+        .or_else(|| {
+            let rc = obj.get("kind").and_then(Value::as_str) == Some("ReplicationController");
+            obj.pointer("/spec/selector").filter(|_| rc)
+        })
         .and_then(Value::as_object)
         .map(|l| {
             l.iter()

@@ -74,6 +74,19 @@ impl TestServer {
     pub fn token(&self) -> String {
         self.server.as_ref().unwrap().tls.token.clone()
     }
+
+    /// An admin client without kube's default retries of 429/503/504 (up to 15, backing off to 1000 s),
+    /// for tests that expect a 429.
+    pub fn client_without_retries(&self) -> kube::Client {
+        let server = self.server.as_ref().unwrap();
+        let url = format!("https://127.0.0.1:{}", self.port).parse().unwrap();
+        let mut cfg = kube::Config::new(url);
+        cfg.root_cert = Some(vec![rustls_pki_der(&server.tls.ca_pem)]);
+        cfg.auth_info.token = Some(server.tls.token.clone().into());
+        cfg.default_namespace = "default".into();
+        cfg.default_retry = false;
+        kube::Client::try_from(cfg).unwrap()
+    }
 }
 
 fn config(data_dir: PathBuf, port: u16, hub: HubConfig) -> Config {

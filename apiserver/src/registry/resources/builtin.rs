@@ -9,7 +9,7 @@ use k8s_openapi::api::{
 };
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, core::v1 as core,
-    discovery::v1 as discovery, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
+    discovery::v1 as discovery, policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
 };
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
@@ -51,6 +51,13 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
                 kind: "PodAttachOptions",
                 verbs: &["create", "get"],
                 group_version: None,
+            },
+            // registry/eviction: a delete that honours PodDisruptionBudgets.
+            Subresource {
+                name: "eviction",
+                kind: "Eviction",
+                verbs: &["create"],
+                group_version: Some(("policy", "v1")),
             },
             // Takes and returns a Pod, of which it changes spec.ephemeralContainers (pod_strategy).
             Subresource {
@@ -543,4 +550,21 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
     kind::<rbac::RoleBinding>("rolebinding").names(NameRule::PathSegment),
     kind::<rbac::ClusterRole>("clusterrole").names(NameRule::PathSegment),
     kind::<rbac::ClusterRoleBinding>("clusterrolebinding").names(NameRule::PathSegment),
+    // ---- the kinds of the controller manager's policy controllers (replication, disruption, quota) ----
+    kind::<core::ReplicationController>("replicationcontroller")
+        .short(&["rc"])
+        .categories(&["all"])
+        .subresources(&[status("ReplicationController"), scale()])
+        .status_split()
+        .generation(),
+    kind::<policy::PodDisruptionBudget>("poddisruptionbudget")
+        .short(&["pdb"])
+        .subresources(&[status("PodDisruptionBudget")])
+        .status_split()
+        .generation(),
+    kind::<core::ResourceQuota>("resourcequota")
+        .short(&["quota"])
+        .subresources(&[status("ResourceQuota")])
+        .status_split(),
+    kind::<core::LimitRange>("limitrange").short(&["limits"]),
 ];
