@@ -23,8 +23,8 @@
 //! controller watches CRDs in storage) and holds the schema validation, pruning, defaulting and CEL rules
 //! of custom objects.
 
-pub mod encode;
 pub mod crd;
+pub mod encode;
 pub mod error;
 pub mod http;
 pub mod patch;

@@ -16,13 +16,13 @@ use serde_json::{Map, Value, json};
 
 mod kinds;
 mod more_kinds;
-mod rbac;
 mod policy_kinds;
+mod rbac;
 
 pub use kinds::KindPrinter;
 use more_kinds::*;
-use rbac::*;
 use policy_kinds::*;
+use rbac::*;
 
 /// Which printer a resource uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -331,6 +331,7 @@ fn intern(
         name_rule: NameRule::Subdomain,
         canonical: custom_canonical,
         schema: None,
+        only_verbs: None,
         alias: None,
     }));
     map.insert(key, info);

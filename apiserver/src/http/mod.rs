@@ -711,7 +711,8 @@ async fn resource(
                     let eviction = decode_object(headers, &body)?;
                     let options = eviction.get("deleteOptions").filter(|o| !o.is_null());
                     let options = options.map(|o| o.to_string()).unwrap_or_default();
-                    let opts = delete_options(&query, options.as_bytes())?;
+                    // The embedded options are JSON by now, whatever the body was.
+                    let opts = delete_options(&query, &HeaderMap::new(), options.as_bytes())?;
                     let outcome = st
                         .registry
                         .evict(ns.unwrap_or("default"), name, &eviction, opts)
@@ -918,8 +919,8 @@ fn component_statuses(
                 let include =
                     IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
                 let objs: Vec<&Value> = items.iter().map(|i| &i.value).collect();
-                let t = table::table(
-                    Printer::for_resource(info.group, info.plural),
+                let t = to_table(
+                    info,
                     &objs,
                     &revision.to_string(),
                     None,
@@ -932,6 +933,8 @@ fn component_statuses(
         },
     };
     Ok(with_warning(resp, builtin_kinds::COMPONENT_STATUS_DEPRECATED))
+}
+
 /// A Table of objects: the kind's printer, or a custom resource's printer columns.
 pub(crate) fn to_table(
     info: &ResourceInfo,
