@@ -290,7 +290,7 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
     let query = Query::parse(parts.uri.query());
     let route = request::route(parts.uri.path());
     let reads_body = matches!(route, Route::Resource(_))
-        || (matches!(route, Route::Review(_)) && parts.method == Method::POST);
+        || (matches!(route, Route::Review(_) | Route::LocalReview(..)) && parts.method == Method::POST);
     let body = if reads_body {
         body
     } else {
