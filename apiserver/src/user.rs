@@ -12,6 +12,21 @@ pub const ALL_AUTHENTICATED: &str = "system:authenticated";
 /// Every service account's group (`serviceaccount.AllServiceAccountsGroup`).
 pub const ALL_SERVICE_ACCOUNTS: &str = "system:serviceaccounts";
 
+tokio::task_local! {
+    static REQUESTER: UserInfo;
+}
+
+/// Run `f` (a request's handling) as `user`: the registry reads it with [`requester`] (RBAC escalation
+/// checks, a CertificateSigningRequest's `spec.username`).
+pub async fn on_behalf_of<F: std::future::Future>(user: UserInfo, f: F) -> F::Output {
+    REQUESTER.scope(user, f).await
+}
+
+/// The user the current request runs as; `None` outside a request (the server's own writes).
+pub fn requester() -> Option<UserInfo> {
+    REQUESTER.try_with(UserInfo::clone).ok()
+}
+
 /// An authenticated user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserInfo {

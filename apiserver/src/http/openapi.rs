@@ -35,8 +35,7 @@ use crate::registry::resources::{SchemaFn, schema_of as sub};
 /// open object schema (see `fallback_schema`), and the test
 /// `every_served_kind_has_a_component_schema_with_its_gvk_array` flags it.
 fn kind_schema(group: &str, version: &str, kind: &str) -> Option<SchemaFn> {
-    let own = resources::all()
-        .into_iter()
+    let own = described()
         .find(|r| (r.group, r.version, r.kind) == (group, version, kind))
         .and_then(|r| r.schema);
     if own.is_some() {
@@ -487,7 +486,9 @@ impl DocBuilder {
             None,
             ok("200", &lref),
         );
-        self.add(coll.clone(), "get", list_op, &coll_params);
+        if verbs.contains(&"list") {
+            self.add(coll.clone(), "get", list_op, &coll_params);
+        }
         let create = operation(
             format!("create{infix}{scoped}{k}"),
             "post",
@@ -496,7 +497,9 @@ impl DocBuilder {
             Some(json!({"content": json_content(&kref), "required": true})),
             ok("201", &kref),
         );
-        self.add(coll.clone(), "post", create, &coll_params);
+        if verbs.contains(&"create") {
+            self.add(coll.clone(), "post", create, &coll_params);
+        }
         if verbs.contains(&"deletecollection") {
             let mut params = delete_params();
             params.extend(list_params(false));
@@ -510,7 +513,7 @@ impl DocBuilder {
             );
             self.add(coll, "delete", op, &coll_params);
         }
-        if r.namespaced {
+        if r.namespaced && verbs.contains(&"list") {
             let op = operation(
                 format!("list{infix}{k}ForAllNamespaces"),
                 "list",
@@ -531,7 +534,9 @@ impl DocBuilder {
             None,
             ok("200", &kref),
         );
-        self.add(item.clone(), "get", read, &item_params);
+        if verbs.contains(&"get") {
+            self.add(item.clone(), "get", read, &item_params);
+        }
         let replace = operation(
             format!("replace{infix}{scoped}{k}"),
             "put",
@@ -540,7 +545,9 @@ impl DocBuilder {
             Some(json!({"content": json_content(&kref), "required": true})),
             ok("200", &kref),
         );
-        self.add(item.clone(), "put", replace, &item_params);
+        if verbs.contains(&"update") {
+            self.add(item.clone(), "put", replace, &item_params);
+        }
         let patch_op = operation(
             format!("patch{infix}{scoped}{k}"),
             "patch",
@@ -549,7 +556,9 @@ impl DocBuilder {
             Some(patch_body(&patch, strategic)),
             ok("200", &kref),
         );
-        self.add(item.clone(), "patch", patch_op, &item_params);
+        if verbs.contains(&"patch") {
+            self.add(item.clone(), "patch", patch_op, &item_params);
+        }
         let delete = operation(
             format!("delete{infix}{scoped}{k}"),
             "delete",
@@ -558,7 +567,9 @@ impl DocBuilder {
             Some(json!({"content": json_content(&delete_options)})),
             ok("200", &status),
         );
-        self.add(item.clone(), "delete", delete, &item_params);
+        if verbs.contains(&"delete") {
+            self.add(item.clone(), "delete", delete, &item_params);
+        }
 
         for s in r.subresources {
             let (g, v) = s.group_version.unwrap_or((r.group, r.version));
@@ -691,13 +702,14 @@ fn custom_schema(schema: &Value, object_meta: &str) -> Value {
     s
 }
 
-/// One group-version's document over `resources` (already filtered to it).
+/// The kinds the documents describe: the served resources and the review kinds (create only).
+fn described() -> impl Iterator<Item = &'static ResourceInfo> {
+    resources::all().into_iter().chain(super::reviews::KINDS)
+}
+
+/// One group-version's document.
 pub(super) fn document(group: &str, version: &str) -> Value {
-    document_of(
-        resources::all()
-            .into_iter()
-            .filter(|r| r.group == group && r.version == version),
-    )
+    document_of(described().filter(|r| r.group == group && r.version == version))
 }
 
 fn document_of<'a>(resources: impl Iterator<Item = &'a ResourceInfo>) -> Value {
@@ -712,6 +724,11 @@ fn document_of<'a>(resources: impl Iterator<Item = &'a ResourceInfo>) -> Value {
 pub(super) fn group_versions() -> Vec<(&'static str, &'static str)> {
     let mut gvs: Vec<(&str, &str)> = vec![("", "v1")];
     gvs.extend(resources::group_versions());
+    for r in super::reviews::KINDS {
+        if !gvs.contains(&(r.group, r.version)) {
+            gvs.push((r.group, r.version));
+        }
+    }
     gvs
 }
 
@@ -728,14 +745,18 @@ fn builtin_docs() -> &'static BTreeMap<String, Bytes> {
     static DOCS: OnceLock<BTreeMap<String, Bytes>> = OnceLock::new();
     DOCS.get_or_init(|| {
         let mut gvs: Vec<(&str, &str)> = Vec::new();
-        for r in resources::builtin() {
+        for r in resources::builtin().chain(super::reviews::KINDS) {
             if !gvs.contains(&(r.group, r.version)) {
                 gvs.push((r.group, r.version));
             }
         }
         gvs.into_iter()
             .map(|(g, v)| {
-                let doc = document_of(resources::builtin().filter(|r| r.group == g && r.version == v));
+                let doc = document_of(
+                    resources::builtin()
+                        .chain(super::reviews::KINDS)
+                        .filter(|r| r.group == g && r.version == v),
+                );
                 (
                     doc_path(g, v),
                     Bytes::from(serde_json::to_vec(&doc).expect("JSON serialises")),
@@ -826,8 +847,32 @@ mod tests {
     }
 
     #[test]
+    fn reviews_are_described_with_their_create_path_only_and_create_only_kinds_have_no_list() {
+        let d = parsed("authorization.k8s.io", "v1");
+        let paths = d["paths"].as_object().unwrap();
+        let sar = &paths["/apis/authorization.k8s.io/v1/subjectaccessreviews"];
+        assert!(sar["post"].is_object() && sar.get("get").is_none(), "{sar}");
+        assert!(
+            paths.contains_key(
+                "/apis/authorization.k8s.io/v1/namespaces/{namespace}/localsubjectaccessreviews"
+            )
+        );
+        assert!(d["components"]["schemas"]["io.k8s.api.authorization.v1.SubjectAccessReview"].is_object());
+        let core = parsed("", "v1");
+        let bindings = &core["paths"]["/api/v1/namespaces/{namespace}/bindings"];
+        assert!(
+            bindings["post"].is_object() && bindings.get("get").is_none(),
+            "{bindings}"
+        );
+        assert!(index().len() > 2 && doc(&doc_path("authentication.k8s.io", "v1")).is_some());
+    }
+
+    #[test]
     fn every_patch_operation_declares_field_validation_and_its_gvk_object() {
-        for r in resources::all() {
+        for r in resources::all()
+            .into_iter()
+            .filter(|r| r.verbs().contains(&"patch"))
+        {
             let d = parsed(r.group, r.version);
             let op = &d["paths"][item_path(r)]["patch"];
             assert_eq!(

@@ -8,8 +8,12 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use k8s_openapi::api::{authentication::v1 as authentication, authorization::v1 as authorization};
+
 use crate::error::{ApiError, FieldError};
 use crate::rbac::{self, Attributes, Policy};
+use crate::registry::ResourceInfo;
+use crate::registry::resources::kind;
 use crate::user::UserInfo;
 
 /// The user the admin token authenticates.
@@ -41,6 +45,18 @@ const fn review(group: &'static str, plural: &'static str, kind: &'static str, n
         namespaced,
     }
 }
+
+/// The review kinds as entries of the kind table's shape, create only: what the OpenAPI documents
+/// describe (so `kubectl create -f` of a review validates), never routed or stored.
+pub static KINDS: &[ResourceInfo] = &[
+    kind::<authorization::SelfSubjectAccessReview>("selfsubjectaccessreview").verbs_only(CREATE),
+    kind::<authorization::SelfSubjectRulesReview>("selfsubjectrulesreview").verbs_only(CREATE),
+    kind::<authorization::SubjectAccessReview>("subjectaccessreview").verbs_only(CREATE),
+    kind::<authorization::LocalSubjectAccessReview>("localsubjectaccessreview").verbs_only(CREATE),
+    kind::<authentication::TokenReview>("tokenreview").verbs_only(CREATE),
+    kind::<authentication::SelfSubjectReview>("selfsubjectreview").verbs_only(CREATE),
+];
+const CREATE: &[&str] = &["create"];
 
 /// The served reviews.
 pub const REVIEWS: &[Review] = &[

@@ -15,15 +15,6 @@ use crate::user::UserInfo;
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 
-tokio::task_local! {
-    static REQUESTER: UserInfo;
-}
-
-/// Run `f` (a request's handling) on behalf of `user`: RBAC writes inside it are checked for escalation.
-pub async fn on_behalf_of<F: std::future::Future>(user: UserInfo, f: F) -> F::Output {
-    REQUESTER.scope(user, f).await
-}
-
 fn has(set: &[String], s: &str) -> bool {
     set.iter().any(|x| x == s)
 }
@@ -245,7 +236,7 @@ pub fn check(
     if info.group != GROUP {
         return Ok(());
     }
-    let Ok(user) = REQUESTER.try_with(UserInfo::clone) else {
+    let Some(user) = crate::user::requester() else {
         return Ok(());
     };
     if is_master(&user) || old.is_some_and(|o| only_gc_fields(new, o)) {

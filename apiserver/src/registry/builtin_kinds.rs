@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::resources::{self, Alias};
 use super::{ApiError, Registry, WriteOptions};
+use crate::user::UserInfo;
 
 /// Whether this module holds the strategy of `group`/`plural`.
 pub fn handles(group: &str, plural: &str) -> bool {
@@ -181,8 +182,8 @@ pub fn prepare_create(group: &str, plural: &str, obj: &mut Value) {
             if let Some(o) = obj.as_object_mut() {
                 o.remove("status");
             }
-            // Upstream sets the requester from the request's user; usages default to digital signature
-            // and key encipherment.
+            set_requester(obj, crate::user::requester().as_ref());
+            // Usages default to digital signature and key encipherment.
             spec_mut(obj)
                 .entry("usages")
                 .or_insert(json!(["digital signature", "key encipherment"]));
@@ -219,7 +220,27 @@ fn default_network_policy(obj: &mut Value) {
     }
 }
 
-/// Upstream's update-time handling: the `approval` subresource of a CSR changes only its conditions.
+/// upstream csrStrategy: whatever the client sent, a CSR's `username`, `uid`, `groups` and `extra` are the
+/// requester's (none for the server's own writes).
+fn set_requester(obj: &mut Value, user: Option<&UserInfo>) {
+    let spec = spec_mut(obj);
+    for f in ["username", "uid", "groups", "extra"] {
+        spec.remove(f);
+    }
+    let Some(user) = user else { return };
+    spec.insert("username".into(), json!(user.username));
+    if !user.uid.is_empty() {
+        spec.insert("uid".into(), json!(user.uid));
+    }
+    if !user.groups.is_empty() {
+        spec.insert("groups".into(), json!(user.groups));
+    }
+    if !user.extra.is_empty() {
+        spec.insert("extra".into(), json!(user.extra));
+    }
+}
+
+/// Upstream's update-time handling: a CSR's spec cannot change; the `approval` subresource of a CSR changes only its conditions.
 pub fn prepare_update(group: &str, plural: &str, new: &mut Value, old: &Value, subresource: Option<&str>) {
     match (group, plural, subresource) {
         ("certificates.k8s.io", _, Some("approval")) => {
@@ -254,6 +275,11 @@ pub fn prepare_update(group: &str, plural: &str, new: &mut Value, old: &Value, s
                 status.remove("conditions");
             } else {
                 status.insert("conditions".into(), Value::Array(all));
+            }
+        }
+        ("certificates.k8s.io", _, None) => {
+            if let Some(spec) = old.get("spec") {
+                object(new).insert("spec".into(), spec.clone());
             }
         }
         ("autoscaling", _, None) => default_hpa(new),
@@ -662,6 +688,44 @@ mod tests {
         let mut np = json!({"spec": {"podSelector": {}}});
         prepare_create("networking.k8s.io", "networkpolicies", &mut np);
         assert_eq!(np["spec"]["policyTypes"], json!(["Ingress"]));
+    }
+
+    #[test]
+    fn a_csr_records_its_requester_whatever_the_client_sent_and_its_spec_cannot_change() {
+        let sa = crate::rbac::service_account_user("dev", "builder");
+        for (user, want) in [
+            (
+                Some(&sa),
+                json!({"request": "x", "username": "system:serviceaccount:dev:builder",
+                       "groups": ["system:serviceaccounts", "system:serviceaccounts:dev", "system:authenticated"],
+                       "usages": ["digital signature", "key encipherment"]}),
+            ),
+            (
+                None,
+                json!({"request": "x", "usages": ["digital signature", "key encipherment"]}),
+            ),
+        ] {
+            let mut obj = json!({"spec": {"request": "x", "username": "someone-else", "uid": "1",
+                                          "groups": ["system:masters"], "extra": {"a": ["b"]}}});
+            set_requester(&mut obj, user);
+            object(&mut obj)
+                .get_mut("spec")
+                .and_then(Value::as_object_mut)
+                .expect("spec")
+                .entry("usages")
+                .or_insert(json!(["digital signature", "key encipherment"]));
+            assert_eq!(obj["spec"], want, "{user:?}");
+        }
+        let old = json!({"spec": {"request": "x", "username": "a"}});
+        let mut new = json!({"spec": {"request": "y", "username": "b"}});
+        prepare_update(
+            "certificates.k8s.io",
+            "certificatesigningrequests",
+            &mut new,
+            &old,
+            None,
+        );
+        assert_eq!(new["spec"], old["spec"]);
     }
 
     #[test]

@@ -38,8 +38,9 @@ pub fn prepare(plural: &str, obj: &mut Value) {
                     Some("User" | "Group") => {
                         s.insert("apiGroup".into(), json!(GROUP));
                     }
+                    // "" is the default, and upstream omits an empty apiGroup when it writes JSON.
                     Some("ServiceAccount") => {
-                        s.insert("apiGroup".into(), json!(""));
+                        s.remove("apiGroup");
                     }
                     _ => {}
                 }
@@ -311,6 +312,21 @@ mod tests {
             )
             .is_empty()
         );
+    }
+
+    #[test]
+    fn subjects_and_role_ref_get_upstreams_api_group_defaults() {
+        let mut b = json!({"roleRef": {"kind": "Role", "name": "r"}, "subjects": [
+            {"kind": "User", "name": "u"}, {"kind": "Group", "name": "g"},
+            {"kind": "ServiceAccount", "name": "sa", "namespace": "ns"},
+            {"kind": "ServiceAccount", "name": "sb", "namespace": "ns", "apiGroup": ""}]});
+        prepare("rolebindings", &mut b);
+        assert_eq!(b["roleRef"]["apiGroup"], GROUP);
+        assert_eq!(b["subjects"][0]["apiGroup"], GROUP);
+        assert_eq!(b["subjects"][1]["apiGroup"], GROUP);
+        // An empty apiGroup is omitted, as upstream writes it: a re-apply then finds nothing changed.
+        assert!(b["subjects"][2].get("apiGroup").is_none());
+        assert!(b["subjects"][3].get("apiGroup").is_none());
     }
 
     #[test]
