@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod dns;
 pub mod env;
 pub use client::events;
 pub mod gc;

@@ -82,17 +82,34 @@ impl Worker {
                 }
             }
         }
+        let dns_settings = &self.k.cfg.dns;
+        let host_resolv_conf = dns_settings
+            .resolv_conf
+            .as_ref()
+            .map(|path| std::fs::read_to_string(path).unwrap_or_default());
+        let dns = crate::dns::pod_dns(pod, dns_settings, host_resolv_conf.as_deref());
+        for warning in &dns.warnings {
+            self.k
+                .recorder
+                .record(
+                    &pod_ref(pod),
+                    EventType::Warning,
+                    warning.reason,
+                    &warning.message,
+                )
+                .await;
+        }
+        let (hostname, domainname) = crate::dns::hostname_and_domain(pod, &dns_settings.cluster_domain);
         let cfg = SandboxConfig {
             pod_name: meta.name.clone().unwrap_or_default(),
             namespace: meta.namespace.clone().unwrap_or_default(),
             uid: self.uid.clone(),
             attempt,
             image: self.k.cfg.pause_image.clone(),
-            hostname: Some(
-                spec.hostname
-                    .clone()
-                    .unwrap_or_else(|| meta.name.clone().unwrap_or_default()),
-            ),
+            hostname: Some(hostname),
+            domainname,
+            extra_hosts: crate::dns::extra_hosts(pod),
+            dns: dns.config,
             host_network: spec.host_network.unwrap_or(false),
             host_pid: spec.host_pid.unwrap_or(false),
             host_ipc: spec.host_ipc.unwrap_or(false),

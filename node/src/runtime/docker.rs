@@ -328,6 +328,7 @@ impl ContainerRuntime for DockerRuntime {
             dns: (!dns.servers.is_empty()).then(|| dns.servers.clone()),
             dns_search: (!dns.searches.is_empty()).then(|| dns.searches.clone()),
             dns_options: (!dns.options.is_empty()).then(|| dns.options.clone()),
+            extra_hosts: (!config.extra_hosts.is_empty()).then(|| config.extra_hosts.clone()),
             sysctls: (!config.sysctls.is_empty()).then(|| config.sysctls.clone().into_iter().collect()),
             // Upstream sets OomScoreAdj = -998 (qos `PodInfraOOMAdj`). Not here: nested and rootless Docker
             // refuse a negative score at start ("can't get final child's PID"), and pause uses ~1 MiB anyway.
@@ -342,6 +343,7 @@ impl ContainerRuntime for DockerRuntime {
                 .as_deref()
                 .filter(|_| !config.host_network)
                 .map(|hostname| naming::truncate_pod_hostname(hostname).to_owned()),
+            domainname: config.domainname.clone().filter(|_| !config.host_network),
             labels: Some(naming::sandbox_labels(config, &self.owner)),
             exposed_ports,
             host_config: Some(host_config),

@@ -234,6 +234,11 @@ pub struct SandboxConfig {
     /// The pod hostname (`spec.hostname` or the pod name); truncated to 63 characters here, and ignored for
     /// hostNetwork pods.
     pub hostname: Option<String>,
+    /// The pod's domain (`<subdomain>.<ns>.svc.<cluster domain>`): Docker writes the hostname's FQDN line
+    /// into the hosts file from it. Ignored for hostNetwork pods.
+    pub domainname: Option<String>,
+    /// `hostAliases` as Docker `ExtraHosts` entries (`hostname:ip`).
+    pub extra_hosts: Vec<String>,
     /// `spec.hostNetwork`.
     pub host_network: bool,
     /// `spec.hostPID`.
