@@ -377,6 +377,7 @@ impl Worker {
             pod_ips: sandbox.ip.iter().cloned().collect(),
             host_ips: vec![self.k.cfg.node_ip.clone()],
             node_allocatable: Default::default(),
+            service_env: self.service_env(pod).await,
         };
         let env = crate::env::make_environment(pod, c, &objects, &info)
             .map_err(|e| ConfigError::Env(e.to_string()))?;
@@ -417,6 +418,7 @@ impl Worker {
             pod_ips: sandbox_ip.into_iter().collect(),
             host_ips: vec![self.k.cfg.node_ip.clone()],
             node_allocatable: Default::default(),
+            service_env: Vec::new(),
         };
         if let Err(e) = host.update_pod(pod, &objects, &info) {
             self.k
@@ -424,6 +426,32 @@ impl Worker {
                 .record(&pod_ref(pod), EventType::Warning, "FailedMount", &e.to_string())
                 .await;
         }
+    }
+
+    /// The Service variables of the pod's containers, from the Services of its namespace (unless
+    /// `enableServiceLinks` is false) and `default/kubernetes`. Listed at each container start (upstream reads
+    /// an informer's cache); a Service list that fails leaves those variables out rather than the container.
+    async fn service_env(&self, pod: &Pod) -> Vec<(String, String)> {
+        use k8s_openapi::api::core::v1::Service;
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let links = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.enable_service_links)
+            .unwrap_or(true);
+        let mut namespaces = vec!["default"];
+        if links && ns != "default" {
+            namespaces.push(ns);
+        }
+        let mut services = Vec::new();
+        for namespace in namespaces {
+            let api: Api<Service> = Api::namespaced(self.k.client.clone(), namespace);
+            match api.list(&Default::default()).await {
+                Ok(list) => services.extend(list.items),
+                Err(e) => tracing::warn!(%namespace, error = %e, "listing Services for the environment"),
+            }
+        }
+        crate::envvars::service_env(&services, ns, links)
     }
 
     /// The ConfigMaps and Secrets the pod refers to, and the tokens of its projections.
