@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use hickory_proto::op::{Message, MessageType, Metadata, OpCode, ResponseCode};
-use hickory_proto::rr::Record;
+use hickory_proto::op::{Message, MessageType, Metadata, OpCode, Query, ResponseCode};
+use hickory_proto::rr::{RData, Record, RecordType};
 use hickory_server::Server;
 use hickory_server::net::runtime::Time;
 use hickory_server::net::xfer::Protocol;
@@ -150,6 +150,38 @@ impl Handler {
     }
 }
 
+impl Handler {
+    /// CoreDNS answers an ExternalName Service's CNAME with the target's records appended where it can
+    /// resolve them (stub resolvers expect the chain from a recursive server): from the zone, or from the
+    /// upstreams. One hop; a failure leaves the CNAME alone.
+    async fn chase(&self, mut answers: Vec<Record>, qtype: RecordType, id: u16, tcp: bool) -> Vec<Record> {
+        let target = match answers.as_slice() {
+            [only] if qtype != RecordType::CNAME => match &only.data {
+                RData::CNAME(target) => target.0.clone(),
+                _ => return answers,
+            },
+            _ => return answers,
+        };
+        let name = target.to_string().to_ascii_lowercase();
+        if self.zone.is_local(name.trim_end_matches('.')) {
+            if let Answer::Records { answers: more, .. } =
+                resolve(self.view.as_ref(), &self.zone, &target, &name, qtype)
+            {
+                answers.extend(more);
+            }
+            return answers;
+        }
+        let mut query = Message::new(id, MessageType::Query, OpCode::Query);
+        query.metadata.recursion_desired = true;
+        query.add_query(Query::query(target, qtype));
+        let Ok(raw) = query.to_vec() else { return answers };
+        if let Ok(reply) = self.forwarder.forward(&raw, tcp).await {
+            answers.extend(reply.answers);
+        }
+        answers
+    }
+}
+
 #[async_trait::async_trait]
 impl RequestHandler for Handler {
     async fn handle_request<R: ResponseHandler, T: Time>(
@@ -183,6 +215,7 @@ impl RequestHandler for Handler {
         let qname = query.name().to_string().to_ascii_lowercase();
         let qtype = query.query_type();
         let local = self.zone.is_local(qname.trim_end_matches('.'));
+        let tcp = request.protocol() == Protocol::Tcp;
         let answer = if local && !self.ready.load(Ordering::Acquire) {
             return send(
                 &mut response,
@@ -204,6 +237,7 @@ impl RequestHandler for Handler {
         match answer {
             Answer::Records { answers, additionals } => {
                 metadata.authoritative = true;
+                let answers = self.chase(answers, qtype, request.metadata.id, tcp).await;
                 let msg = builder.build(
                     metadata,
                     answers.iter(),
@@ -222,30 +256,27 @@ impl RequestHandler for Handler {
                 let msg = builder.build(metadata, none.iter(), none.iter(), soa.iter(), none.iter());
                 send(&mut response, msg).await
             }
-            Answer::Forward => {
-                let tcp = request.protocol() == Protocol::Tcp;
-                match self.forwarder.forward(request.as_slice(), tcp).await {
-                    Ok(upstream) => {
-                        metadata.response_code = upstream.metadata.response_code;
-                        let msg = builder.build(
-                            metadata,
-                            upstream.answers.iter(),
-                            upstream.authorities.iter(),
-                            none.iter(),
-                            upstream.additionals.iter(),
-                        );
-                        send(&mut response, msg).await
-                    }
-                    Err(e) => {
-                        tracing::debug!(name = %qname, %qtype, error = %e, "forwarding failed");
-                        send(
-                            &mut response,
-                            builder.build_no_records(send_error(ResponseCode::ServFail)),
-                        )
-                        .await
-                    }
+            Answer::Forward => match self.forwarder.forward(request.as_slice(), tcp).await {
+                Ok(upstream) => {
+                    metadata.response_code = upstream.metadata.response_code;
+                    let msg = builder.build(
+                        metadata,
+                        upstream.answers.iter(),
+                        upstream.authorities.iter(),
+                        none.iter(),
+                        upstream.additionals.iter(),
+                    );
+                    send(&mut response, msg).await
                 }
-            }
+                Err(e) => {
+                    tracing::debug!(name = %qname, %qtype, error = %e, "forwarding failed");
+                    send(
+                        &mut response,
+                        builder.build_no_records(send_error(ResponseCode::ServFail)),
+                    )
+                    .await
+                }
+            },
         }
     }
 }

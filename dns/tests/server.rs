@@ -25,6 +25,8 @@ fn objects() -> Objects {
                 "spec": {"clusterIP": "None", "ports": [{"name": "http", "port": 80}]}})),
             svc(serde_json::json!({"metadata": {"name": "ext", "namespace": "ns"},
                 "spec": {"type": "ExternalName", "externalName": "example.com"}})),
+            svc(serde_json::json!({"metadata": {"name": "alias", "namespace": "ns"},
+                "spec": {"type": "ExternalName", "externalName": "web.ns.svc.cluster.local"}})),
         ],
         slices: vec![Arc::new(
             serde_json::from_value(serde_json::json!({
@@ -38,9 +40,19 @@ fn objects() -> Objects {
     }
 }
 
-/// An upstream resolver that answers every A question with 192.0.2.1.
+/// The upstream's answer to a query: 192.0.2.1 for any A question.
+fn upstream_reply(raw: &[u8]) -> Vec<u8> {
+    let query = Message::from_vec(raw).unwrap();
+    let mut reply = Message::response(query.metadata.id, OpCode::Query);
+    reply.add_queries(query.queries.clone());
+    let name = query.queries[0].name().clone();
+    reply.add_answer(Record::from_rdata(name, 60, RData::A(A::new(192, 0, 2, 1))));
+    reply.to_vec().unwrap()
+}
+
+/// An upstream resolver on UDP and TCP (one port) that answers every A question with 192.0.2.1.
 async fn fake_upstream() -> SocketAddr {
-    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let (socket, listener) = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = socket.local_addr().unwrap();
     tokio::spawn(async move {
         let mut buf = vec![0u8; 4096];
@@ -48,12 +60,22 @@ async fn fake_upstream() -> SocketAddr {
             let Ok((n, from)) = socket.recv_from(&mut buf).await else {
                 return;
             };
-            let query = Message::from_vec(&buf[..n]).unwrap();
-            let mut reply = Message::response(query.metadata.id, OpCode::Query);
-            reply.add_queries(query.queries.clone());
-            let name = query.queries[0].name().clone();
-            reply.add_answer(Record::from_rdata(name, 60, RData::A(A::new(192, 0, 2, 1))));
-            let _ = socket.send_to(&reply.to_vec().unwrap(), from).await;
+            let _ = socket.send_to(&upstream_reply(&buf[..n]), from).await;
+        }
+    });
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut len = [0u8; 2];
+            if stream.read_exact(&mut len).await.is_err() {
+                continue;
+            }
+            let mut q = vec![0u8; u16::from_be_bytes(len) as usize];
+            if stream.read_exact(&mut q).await.is_err() {
+                continue;
+            }
+            let reply = upstream_reply(&q);
+            let _ = stream.write_all(&(reply.len() as u16).to_be_bytes()).await;
+            let _ = stream.write_all(&reply).await;
         }
     });
     addr
@@ -125,9 +147,20 @@ async fn every_record_kind_over_udp_and_tcp() {
         ("web.sts.svc.cluster.local.", RecordType::A, &["A 10.0.0.7"]),
         ("web-0.web.sts.svc.cluster.local.", RecordType::A, &["A 10.0.0.7"]),
         ("10-0-0-9.ns.pod.cluster.local.", RecordType::A, &["A 10.0.0.9"]),
+        // ExternalName: the CNAME and the target's records, from upstream or from the zone.
         (
             "ext.ns.svc.cluster.local.",
             RecordType::A,
+            &["CNAME example.com.", "A 192.0.2.1"],
+        ),
+        (
+            "alias.ns.svc.cluster.local.",
+            RecordType::A,
+            &["CNAME web.ns.svc.cluster.local.", "A 10.96.1.5"],
+        ),
+        (
+            "ext.ns.svc.cluster.local.",
+            RecordType::CNAME,
             &["CNAME example.com."],
         ),
         (
@@ -177,6 +210,7 @@ async fn outside_names_are_forwarded_upstream() {
     let server = start(true).await;
     for m in [
         ask_udp(server, "example.org.", RecordType::A).await,
+        ask_tcp(server, "example.org.", RecordType::A).await,
         ask_udp(server, "9.9.9.9.in-addr.arpa.", RecordType::A).await,
     ] {
         assert_eq!(m.metadata.id, 4242);
