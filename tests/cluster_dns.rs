@@ -307,3 +307,47 @@ fn pods_get_service_variables_unless_service_links_are_off() {
         "{env}"
     );
 }
+
+#[test]
+fn headless_services_resolve_to_ready_pods_and_their_hostnames() {
+    let c = cluster();
+    let ns = "dns-headless";
+    namespace(&c, ns);
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  clusterIP: None\n  \
+             selector:\n    app: web\n  ports:\n  - name: http\n    port: 80\n"
+        ),
+    );
+    let server = dns_addr(&c);
+    // No ready endpoint yet: the name does not exist.
+    let (rcode, _) = query_a(server, "web.dns-headless.svc.cluster.local");
+    assert_eq!(
+        rcode, 3,
+        "NXDOMAIN for a headless Service without ready endpoints"
+    );
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-0\n  namespace: {ns}\n  labels:\n    app: web\nspec:\n  \
+         hostname: web-0\n  subdomain: web\n  containers:\n  - name: main\n    image: {}\n    args: [\"sleep\"]\n    \
+         ports:\n    - containerPort: 80\n",
+        testbox_image::ensure_testbox_image()
+    );
+    c.ok_stdin(&["apply", "-f", "-"], &yaml);
+    let pod = c.wait_json(&["pod", "web-0", "-n", ns], WAIT, |p| {
+        p["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    });
+    let ip: std::net::Ipv4Addr = pod["status"]["podIP"].as_str().unwrap().parse().unwrap();
+    for name in [
+        "web.dns-headless.svc.cluster.local",
+        "web-0.web.dns-headless.svc.cluster.local",
+    ] {
+        let ips = eventually(WAIT, name, || {
+            let (rcode, ips) = query_a(server, name);
+            (rcode == 0 && !ips.is_empty()).then_some(ips)
+        });
+        assert_eq!(ips, [ip], "{name}");
+    }
+}
