@@ -95,6 +95,7 @@ pub async fn start(
         .collect();
     let ready = Arc::new(AtomicBool::new(false));
     let stores = watch::start(client.clone(), ready.clone(), cancel.clone());
+    let watched = stores.clone();
     let serial = jiff_free_serial();
     let handler = server::Handler::new(
         Arc::new(stores),
@@ -104,23 +105,44 @@ pub async fn start(
     );
     let server = server::serve(udp, tcp, handler);
     if cfg.publish_service {
-        tokio::spawn(async move {
-            loop {
-                match kube_dns::ensure(&client, addr).await {
-                    Ok(ip) => {
-                        tracing::info!(%ip, %addr, "kube-dns Service applied");
-                        return;
-                    }
-                    Err(e) => tracing::warn!(error = %e, "applying the kube-dns Service; retrying"),
-                }
-                tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_secs(2)) => {}
-                }
-            }
-        });
+        tokio::spawn(keep_kube_dns(client, addr, watched, cancel));
     }
     Ok(Running { addr, server })
+}
+
+/// How often the kube-dns objects are checked for and re-applied when one is gone.
+const KEEP_PERIOD: Duration = Duration::from_secs(5);
+
+/// Applies the kube-dns Service and its endpoints (retrying until it works), then re-applies them whenever
+/// the watches show one of them gone, until `cancel`.
+async fn keep_kube_dns(
+    client: kube::Client,
+    addr: SocketAddr,
+    view: watch::Stores,
+    cancel: CancellationToken,
+) {
+    use records::ClusterView;
+    let mut applied = false;
+    loop {
+        let present = applied
+            && view.service(kube_dns::NAMESPACE, kube_dns::NAME).is_some()
+            && !view
+                .endpoint_slices(kube_dns::NAMESPACE, kube_dns::NAME)
+                .is_empty();
+        if !present {
+            match kube_dns::ensure(&client, addr).await {
+                Ok(ip) => {
+                    tracing::info!(%ip, %addr, "kube-dns Service applied");
+                    applied = true;
+                }
+                Err(e) => tracing::warn!(error = %e, "applying the kube-dns Service; retrying"),
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(if applied { KEEP_PERIOD } else { Duration::from_secs(2) }) => {}
+        }
+    }
 }
 
 /// Runs the DNS server until `cancel`.
