@@ -362,3 +362,43 @@ fn headless_services_resolve_to_ready_pods_and_their_hostnames() {
         assert_eq!(ips, [ip], "{name}");
     }
 }
+
+/// `kubeling dns` alone, killed when dropped.
+struct DnsProcess(std::process::Child);
+
+impl Drop for DnsProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn kubeling_dns_alone_serves_any_api_server_and_applies_kube_dns() {
+    use std::io::{BufRead, BufReader};
+    let c = Cluster::start();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubeling"))
+        .args(["dns", "--kubeconfig"])
+        .arg(&c.kubeconfig)
+        .args(["--dns-listen", "127.0.0.1:0"])
+        .env("KUBELING_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawning kubeling dns");
+    let stdout = child.stdout.take().unwrap();
+    let _process = DnsProcess(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let addr: SocketAddr = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    assert_eq!(dns_addr(&c), addr, "the EndpointSlice names where it listens");
+    let ips = eventually(WAIT, "kubernetes.default to resolve", || {
+        let (rcode, ips) = query_a(addr, "kubernetes.default.svc.cluster.local");
+        (rcode == 0 && !ips.is_empty()).then_some(ips)
+    });
+    assert_eq!(ips, [std::net::Ipv4Addr::new(10, 96, 0, 1)]);
+}
