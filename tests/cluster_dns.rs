@@ -267,6 +267,8 @@ fn pods_get_their_hostname_fqdn_and_host_aliases() {
             .any(|l| l.starts_with("10.1.2.3") && l.contains("bar.local")),
         "{hosts}"
     );
+    let lookup = exec(&c, ns, "pod-a", &["nslookup", "bar.local"]);
+    assert!(lookup.contains("Address: 10.1.2.3"), "{lookup}");
 }
 
 #[test]
