@@ -215,6 +215,22 @@ fn pods_get_the_resolv_conf_of_their_dns_policy() {
         "  dnsPolicy: None\n  dnsConfig:\n    nameservers: [\"192.0.2.53\"]\n    searches: [\"my.search\"]\n    \
          options:\n    - name: ndots\n      value: \"2\"\n    - name: edns0\n",
     );
+    run_pod(
+        &c,
+        ns,
+        "hostnet",
+        "  hostNetwork: true\n  dnsPolicy: ClusterFirstWithHostNet\n",
+    );
+    run_pod(&c, ns, "hostnet-first", "  hostNetwork: true\n");
+    let hostnet = exec(&c, ns, "hostnet", &["cat", "/etc/resolv.conf"]);
+    assert!(hostnet.contains("nameserver 10.96.0.10"), "{hostnet}");
+    assert!(
+        hostnet.contains("search dns-policy.svc.cluster.local"),
+        "{hostnet}"
+    );
+    // ClusterFirst on the host network falls back to Default.
+    let hostnet_first = exec(&c, ns, "hostnet-first", &["cat", "/etc/resolv.conf"]);
+    assert!(!hostnet_first.contains("10.96.0.10"), "{hostnet_first}");
     let first = exec(&c, ns, "first", &["cat", "/etc/resolv.conf"]);
     assert!(first.contains("nameserver 10.96.0.10"), "{first}");
     assert!(
