@@ -379,6 +379,20 @@ fn headless_services_resolve_to_ready_pods_and_their_hostnames() {
         });
         assert_eq!(ips, [ip], "{name}");
     }
+    // The pod gone, the Service has no ready endpoint again: its name does not exist.
+    c.ok(&[
+        "delete",
+        "pod",
+        "web-0",
+        "-n",
+        ns,
+        "--grace-period=0",
+        "--force",
+        "--wait=false",
+    ]);
+    eventually(WAIT, "NXDOMAIN once the pod is gone", || {
+        (query_a(server, "web.dns-headless.svc.cluster.local").0 == 3).then_some(())
+    });
 }
 
 /// `kubeling dns` alone, killed when dropped.
