@@ -123,6 +123,7 @@ async fn keep_kube_dns(
 ) {
     use records::ClusterView;
     let mut applied = false;
+    let mut retry = Duration::from_secs(2);
     loop {
         let present = applied
             && view.service(kube_dns::NAMESPACE, kube_dns::NAME).is_some()
@@ -134,13 +135,22 @@ async fn keep_kube_dns(
                 Ok(ip) => {
                     tracing::info!(%ip, %addr, "kube-dns Service applied");
                     applied = true;
+                    retry = Duration::from_secs(2);
                 }
-                Err(e) => tracing::warn!(error = %e, "applying the kube-dns Service; retrying"),
+                Err(e) => {
+                    // E.g. a data dir from before the DNS address was reserved, where another Service holds it.
+                    tracing::warn!(error = %e, retry_in = ?retry, "applying the kube-dns Service");
+                    applied = false;
+                }
             }
+        }
+        let wait = if applied { KEEP_PERIOD } else { retry };
+        if !applied {
+            retry = (retry * 2).min(Duration::from_secs(60));
         }
         tokio::select! {
             _ = cancel.cancelled() => return,
-            _ = tokio::time::sleep(if applied { KEEP_PERIOD } else { Duration::from_secs(2) }) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
     }
 }
