@@ -238,6 +238,9 @@ fn pods_get_the_resolv_conf_of_their_dns_policy() {
         "{first}"
     );
     assert!(first.contains("options ndots:5"), "{first}");
+    // The kubelet's own file (dockershim's rewrite), not Docker's with its comments.
+    assert_eq!(first.lines().next(), Some("nameserver 10.96.0.10"), "{first}");
+    assert_eq!(first.lines().count(), 3, "{first}");
     let host = exec(&c, ns, "host", &["cat", "/etc/resolv.conf"]);
     assert!(
         !host.contains("10.96.0.10") && !host.contains("svc.cluster.local"),

@@ -1,10 +1,12 @@
 //! A pod's DNS settings, host name and extra hosts, decided as the kubelet does
 //! (`pkg/kubelet/network/dns/dns.go`, `GetPodDNS`; `kubelet_pods.go`, `GeneratePodHostNameAndDomain`), and put
 //! on the sandbox (pause) container, whose resolv.conf and hosts file the app containers share: Docker writes
-//! the files from `Dns`/`DnsSearch`/`DnsOptions`, `Hostname`/`Domainname` and `ExtraHosts`.
+//! the files from `Dns`/`DnsSearch`/`DnsOptions`, `Hostname`/`Domainname` and `ExtraHosts`, and the worker
+//! then rewrites the sandbox's resolv.conf with the kubelet's exact text ([`resolv_conf_text`], as dockershim
+//! did), which also keeps Docker's embedded resolver (127.0.0.11) out of pods on a user-defined network.
 //!
-//! Deliberate differences, from letting Docker write the files rather than bind-mounting the kubelet's own:
-//! the hostname FQDN line comes from the sandbox's `Domainname` (which also sets the UTS domain name, that
+//! Deliberate differences, from letting Docker write the hosts file rather than bind-mounting the kubelet's
+//! own: the hostname FQDN line comes from the sandbox's `Domainname` (which also sets the UTS domain name, that
 //! upstream leaves unset), and each hostAlias hostname gets a line of its own without the
 //! `# Entries added by HostAliases.` header. For `dnsPolicy: Default` without `dnsConfig` the pod gets the
 //! resolv.conf Docker derives from the host's (loopback resolvers replaced), which is what a pod can reach.
@@ -292,6 +294,28 @@ fn fit_limits(conf: &mut ResolvConf, warnings: &mut Vec<DnsWarning>) {
             ),
         });
     }
+}
+
+/// The resolv.conf text of `config` as dockershim's `rewriteResolvFile` writes it: nameservers, then one
+/// search line and one options line when there are any (Docker's "." no-search marker is not a domain).
+pub fn resolv_conf_text(config: &DnsConfig) -> String {
+    let mut lines: Vec<String> = config.servers.iter().map(|s| format!("nameserver {s}")).collect();
+    let searches: Vec<&str> = config
+        .searches
+        .iter()
+        .map(String::as_str)
+        .filter(|s| *s != ".")
+        .collect();
+    if !searches.is_empty() {
+        lines.push(format!("search {}", searches.join(" ")));
+    }
+    if !config.options.is_empty() {
+        lines.push(format!("options {}", config.options.join(" ")));
+    }
+    if !lines.is_empty() {
+        lines.push(String::new());
+    }
+    lines.join("\n")
 }
 
 /// kubelet `truncatePodHostnameIfNeeded`: at most 63 characters, without a trailing `-` or `.`.

@@ -284,3 +284,23 @@ fn host_aliases_become_extra_hosts() {
         ["foo.local:10.1.2.3", "bar.local:10.1.2.3", "six.local:fd00::1"]
     );
 }
+
+#[test]
+fn resolv_conf_text_is_dockershims() {
+    let config = DnsConfig {
+        servers: strs(&["10.96.0.10"]),
+        searches: strs(&["ns.svc.cluster.local", "svc.cluster.local", "cluster.local"]),
+        options: strs(&["ndots:5"]),
+    };
+    assert_eq!(
+        resolv_conf_text(&config),
+        "nameserver 10.96.0.10\nsearch ns.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"
+    );
+    let none = DnsConfig {
+        servers: strs(&["1.1.1.1"]),
+        searches: strs(&["."]),
+        options: Vec::new(),
+    };
+    assert_eq!(resolv_conf_text(&none), "nameserver 1.1.1.1\n");
+    assert_eq!(resolv_conf_text(&DnsConfig::default()), "");
+}

@@ -125,6 +125,12 @@ impl Worker {
             .await
             .map_err(|e| e.to_string())?;
         self.k.runtime.start(&id).await.map_err(|e| e.to_string())?;
+        if !cfg.dns.servers.is_empty() {
+            let text = crate::dns::resolv_conf_text(&cfg.dns);
+            if let Err(e) = self.k.runtime.write_resolv_conf(&id, &text).await {
+                tracing::debug!(error = %e, "keeping Docker's resolv.conf");
+            }
+        }
         let st = self.k.runtime.inspect(&id).await.map_err(|e| e.to_string())?;
         Ok(ObservedSandbox {
             id,

@@ -535,6 +535,25 @@ impl ContainerRuntime for DockerRuntime {
         Ok(container_state(self.inspect_raw(id).await?))
     }
 
+    async fn write_resolv_conf(&self, sandbox_id: &str, content: &str) -> Result<()> {
+        let failed = |message: String| RuntimeError::Runtime {
+            op: "write resolv.conf",
+            target: sandbox_id.to_owned(),
+            message,
+        };
+        let path = self
+            .inspect_raw(sandbox_id)
+            .await?
+            .resolv_conf_path
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| failed("no resolv.conf path".to_owned()))?;
+        // A daemon whose files this process cannot reach (remote, rootless, Docker Desktop's VM) keeps the
+        // file Docker wrote from the same settings.
+        tokio::fs::write(&path, content)
+            .await
+            .map_err(|e| failed(format!("{path}: {e}")))
+    }
+
     async fn logs(&self, id: &str, options: &LogOptions) -> Result<LogStream> {
         // Docker reports a missing container only inside the stream; ask first so callers get NotFound.
         self.inspect_raw(id).await?;

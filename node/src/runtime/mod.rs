@@ -747,6 +747,14 @@ pub trait ContainerRuntime: Send + Sync {
     /// Starts a created container (sandbox or app).
     async fn start(&self, id: &str) -> Result<()>;
 
+    /// Replaces the started sandbox's resolv.conf, which its app containers share, with `content`
+    /// (dockershim `rewriteResolvFile`): the kubelet's exact file, also on a user-defined network where
+    /// Docker would write its embedded resolver instead. Runtimes without such a file do nothing.
+    async fn write_resolv_conf(&self, sandbox_id: &str, content: &str) -> Result<()> {
+        let _ = (sandbox_id, content);
+        Ok(())
+    }
+
     /// Sends `signal` (default: the container's stop signal, from the image, else SIGTERM), waits up to
     /// `grace`, then SIGKILLs. A container that is not running is already stopped: `Ok`.
     async fn stop_container(&self, id: &str, grace: Duration, signal: Option<&str>) -> Result<()>;
