@@ -30,6 +30,8 @@ enum Command {
     Node(NodeArgs),
     /// Run the controller manager (and the scheduler) alone against any API server.
     Controllers(ControllersArgs),
+    /// Run the cluster DNS server alone against any API server (it applies the `kube-dns` Service).
+    Dns(DnsArgs),
     /// Print the version.
     Version,
     /// Measure the API server (start-up, memory, create rate, LIST, watch fan-out) and print the figures;
@@ -69,6 +71,32 @@ struct UpArgs {
     node: NodeOptions,
     #[command(flatten)]
     controllers: ControllerOptions,
+    #[command(flatten)]
+    dns: DnsOptions,
+}
+
+/// Options of the cluster DNS server, shared by `up` and `dns`.
+#[derive(Args, Clone)]
+struct DnsOptions {
+    /// Where the cluster DNS server listens, UDP and TCP on one port (port 0: a free one); the `kube-dns`
+    /// Service's endpoints name the real address.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    dns_listen: SocketAddr,
+}
+
+#[derive(Args, Clone)]
+struct DnsArgs {
+    /// The kubeconfig of the API server to serve the names of.
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    #[command(flatten)]
+    dns: DnsOptions,
+    /// The cluster domain.
+    #[arg(long, default_value = dns::DEFAULT_CLUSTER_DOMAIN)]
+    cluster_domain: String,
+    /// The resolv.conf whose nameservers answer the names outside the cluster domain.
+    #[arg(long, default_value = "/etc/resolv.conf")]
+    resolv_conf: PathBuf,
 }
 
 /// Options of the controller manager, shared by `up` and `controllers` (kube-controller-manager's names).
@@ -120,6 +148,17 @@ struct NodeOptions {
     /// How often the manifest URL is fetched (e.g. 2s, 20s, 1m).
     #[arg(long, default_value = "20s", value_parser = parse_period)]
     http_check_frequency: Duration,
+    /// IPs of the cluster DNS server that ClusterFirst pods use (comma-separated). `up`: default the
+    /// `kube-dns` Service's 10.96.0.10; `node`: none (ClusterFirst pods then fall back to Default).
+    #[arg(long, value_delimiter = ',')]
+    cluster_dns: Vec<String>,
+    /// The cluster domain, searched by ClusterFirst pods.
+    #[arg(long, default_value = dns::DEFAULT_CLUSTER_DOMAIN)]
+    cluster_domain: String,
+    /// The host's resolver configuration, the base of pods' DNS settings; "" gives pods nameserver
+    /// 127.0.0.1 and no search path.
+    #[arg(long, default_value = "/etc/resolv.conf")]
+    resolv_conf: PathBuf,
 }
 
 /// Header pairs from one `--manifest-url-header`.
@@ -316,7 +355,31 @@ fn agent_config(data_dir: &std::path::Path, o: &NodeOptions) -> node::agent::Age
     cfg.manifest_url = o.manifest_url.clone();
     cfg.manifest_url_headers = o.manifest_url_headers.iter().flat_map(|h| h.0.clone()).collect();
     cfg.http_check_frequency = o.http_check_frequency;
+    cfg.dns = node::dns::DnsSettings {
+        cluster_dns: o.cluster_dns.iter().filter(|s| !s.is_empty()).cloned().collect(),
+        cluster_domain: o.cluster_domain.clone(),
+        resolv_conf: (!o.resolv_conf.as_os_str().is_empty()).then(|| o.resolv_conf.clone()),
+    };
     cfg
+}
+
+async fn run_dns(args: DnsArgs) -> anyhow::Result<()> {
+    let client = client_from(&args.kubeconfig).await?;
+    let cfg = dns::Config {
+        listen: args.dns.dns_listen,
+        domain: args.cluster_domain,
+        resolv_conf: args.resolv_conf,
+        publish_service: true,
+    };
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let running = dns::start(client, cfg, cancel.clone())
+        .await
+        .context("starting the cluster DNS server")?;
+    println!("kubeling cluster DNS listening on {}", running.addr);
+    wait_for_signal().await?;
+    cancel.cancel();
+    running.shutdown().await;
+    Ok(())
 }
 
 async fn run_node(args: NodeArgs) -> anyhow::Result<()> {
@@ -364,6 +427,7 @@ async fn serve(
     args: ServeArgs,
     node_opts: Option<NodeOptions>,
     controller_opts: Option<ControllerOptions>,
+    dns_opts: Option<DnsOptions>,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
     let data_dir = match args.data_dir {
@@ -421,8 +485,22 @@ async fn serve(
     );
     let cancel = tokio_util::sync::CancellationToken::new();
     let mut tasks = Vec::new();
+    let mut dns_server = None;
     if let Some(opts) = node_opts {
         let client = client_from(&kubeconfig_path).await?;
+        if let Some(d) = &dns_opts {
+            let cfg = dns::Config {
+                listen: d.dns_listen,
+                domain: opts.cluster_domain.clone(),
+                resolv_conf: opts.resolv_conf.clone(),
+                publish_service: true,
+            };
+            let running = dns::start(client.clone(), cfg, cancel.clone())
+                .await
+                .context("starting the cluster DNS server")?;
+            tracing::info!(addr = %running.addr, "cluster DNS listening");
+            dns_server = Some(running);
+        }
         let mut cfg = controllers_config(server.tls.ca_pem.clone(), data_dir.join("volumes"));
         if let Some(o) = &controller_opts {
             o.apply(&mut cfg);
@@ -434,6 +512,9 @@ async fn serve(
         )));
         let mut cfg = agent_config(&data_dir.join("node"), &opts);
         cfg.node_token = server.tls.token.clone();
+        if cfg.dns.cluster_dns.is_empty() {
+            cfg.dns.cluster_dns = vec![dns::DEFAULT_CLUSTER_DNS_IP.to_string()];
+        }
         if cfg.static_pod_path.is_none() {
             cfg.static_pod_path = Some(data_dir.join("manifests"));
         }
@@ -451,6 +532,9 @@ async fn serve(
     cancel.cancel();
     for t in tasks {
         let _ = t.await;
+    }
+    if let Some(d) = dns_server {
+        d.shutdown().await;
     }
     server.shutdown().await;
     Ok(())
@@ -480,7 +564,12 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("KUBELING_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                // hickory logs refused and malformed queries at info and above.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new(
+                        "info,hickory_server=warn,hickory_proto=warn,hickory_net=warn",
+                    )
+                }),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -494,8 +583,14 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Up(args) => runtime()?.block_on(serve(args.serve, Some(args.node), Some(args.controllers))),
-        Command::Apiserver(args) => runtime()?.block_on(serve(args, None, None)),
+        Command::Up(args) => runtime()?.block_on(serve(
+            args.serve,
+            Some(args.node),
+            Some(args.controllers),
+            Some(args.dns),
+        )),
+        Command::Apiserver(args) => runtime()?.block_on(serve(args, None, None, None)),
+        Command::Dns(args) => runtime()?.block_on(run_dns(args)),
         Command::Node(args) => runtime()?.block_on(run_node(args)),
         Command::Controllers(args) => runtime()?.block_on(run_controllers(args)),
         Command::Bench(args) => runtime()?.block_on(bench::run(args)),

@@ -39,6 +39,8 @@ pub struct AgentConfig {
     pub manifest_url_headers: Vec<(String, String)>,
     /// How often the manifest URL is fetched.
     pub http_check_frequency: Duration,
+    /// Pods' DNS: `--cluster-dns`, `--cluster-domain`, `--resolv-conf`.
+    pub dns: crate::dns::DnsSettings,
 }
 
 /// upstream: `fileCheckFrequency` and `httpCheckFrequency` default to 20 s.
@@ -59,6 +61,7 @@ impl AgentConfig {
             manifest_url: None,
             manifest_url_headers: Vec::new(),
             http_check_frequency: DEFAULT_CHECK_FREQUENCY,
+            dns: Default::default(),
         }
     }
 }
@@ -146,6 +149,7 @@ pub async fn run(client: kube::Client, cfg: AgentConfig, cancel: CancellationTok
             pause_image: cfg.pause_image.clone(),
             data_dir: cfg.data_dir.clone(),
             container_gc_period: crate::gc::CONTAINER_GC_PERIOD,
+            dns: cfg.dns.clone(),
         },
     );
     let state = Arc::new(crate::server::ServerState {

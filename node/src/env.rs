@@ -10,9 +10,9 @@
 //! node's allocatable resources through [`RuntimeInfo`]. The downward API values ([`extract_field_path`],
 //! [`container_resource_value`]) are shared with the `downwardAPI` volumes in [`crate::volumes`].
 //!
-//! Not done yet: the Kubernetes service variables (`<SVC>_SERVICE_HOST`, `KUBERNETES_SERVICE_HOST`, ...)
-//! that upstream adds from the Services of the pod's namespace when `enableServiceLinks` is true, and for
-//! the `kubernetes` Service always. They are not injected, so `$(KUBERNETES_SERVICE_HOST)` stays literal.
+//! The Service variables (`<SVC>_SERVICE_HOST`, `KUBERNETES_SERVICE_HOST`, ...) come in through
+//! [`RuntimeInfo::service_env`] (made by [`crate::envvars`]): offered to `$(VAR)` expansion and appended after
+//! the container's own variables, which win.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -220,6 +220,8 @@ pub struct RuntimeInfo {
     pub host_ips: Vec<String>,
     /// `node.status.allocatable`: the limit a `resourceFieldRef` reports for a container without one.
     pub node_allocatable: BTreeMap<String, Quantity>,
+    /// The Service variables the pod sees ([`crate::envvars::service_env`]).
+    pub service_env: Vec<(String, String)>,
 }
 
 /// Why a container's environment could not be resolved. The messages are upstream's: the worker shows
@@ -458,9 +460,15 @@ pub fn make_environment(
     for var in container.env.iter().flatten() {
         let value = var.value.as_deref().unwrap_or("");
         let resolved = if !value.is_empty() {
-            // Expanded against envFrom and the variables declared before this one (upstream also offers
-            // the service variables, which kubeling does not inject yet).
-            expand(value, |name| env.get(name))
+            // Expanded against envFrom, the variables declared before this one and the Service variables.
+            expand(value, |name| {
+                env.get(name).or_else(|| {
+                    info.service_env
+                        .iter()
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v.as_str())
+                })
+            })
         } else if let Some(source) = &var.value_from {
             if let Some(field) = &source.field_ref {
                 field_ref_value(pod, field, info)?
@@ -523,6 +531,13 @@ pub fn make_environment(
             String::new()
         };
         env.set(var.name.clone(), resolved);
+    }
+    // The Service variables the container does not define itself come last (upstream: "Append service env
+    // vars", skipping those already present).
+    for (name, value) in &info.service_env {
+        if env.get(name).is_none() {
+            env.set(name.clone(), value.clone());
+        }
     }
 
     let (command, args) = expand_command_and_args(container, &env.vars);
@@ -1092,8 +1107,43 @@ mod tests {
                 ("cpu".to_owned(), Quantity("4".into())),
                 ("memory".to_owned(), Quantity("8Gi".into())),
             ]),
+            service_env: Vec::new(),
         };
         make_environment(&pod, &c, objects, &info)
+    }
+
+    #[test]
+    fn service_variables_expand_and_come_after_the_containers_own() {
+        // upstream TestMakeEnvironmentVariables: service variables are expansion sources, the container's
+        // own definition of one wins, and the rest are appended.
+        let mut c = container(vec![
+            value("URL", "http://$(WEB_SERVICE_HOST):$(WEB_SERVICE_PORT)"),
+            value("WEB_SERVICE_PORT", "9999"),
+        ]);
+        c.command = Some(vec!["echo".into(), "$(KUBERNETES_SERVICE_HOST)".into()]);
+        let pod = pod_with(c.clone());
+        let info = RuntimeInfo {
+            service_env: vec![
+                ("KUBERNETES_SERVICE_HOST".into(), "10.96.0.1".into()),
+                ("WEB_SERVICE_HOST".into(), "10.96.1.2".into()),
+                ("WEB_SERVICE_PORT".into(), "80".into()),
+            ],
+            ..RuntimeInfo::default()
+        };
+        let env = make_environment(&pod, &c, &Objects::new(), &info).unwrap();
+        let names: Vec<&str> = env.env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "URL",
+                "WEB_SERVICE_PORT",
+                "KUBERNETES_SERVICE_HOST",
+                "WEB_SERVICE_HOST"
+            ]
+        );
+        assert_eq!(get(&env, "URL"), Some("http://10.96.1.2:80"));
+        assert_eq!(get(&env, "WEB_SERVICE_PORT"), Some("9999"));
+        assert_eq!(env.command, ["echo", "10.96.0.1"]);
     }
 
     fn get<'a>(env: &'a ContainerEnv, name: &str) -> Option<&'a str> {

@@ -59,6 +59,8 @@ pub struct KubeletConfig {
     pub data_dir: std::path::PathBuf,
     /// How often dead containers are collected (upstream `ContainerGCPeriod`, 1 min).
     pub container_gc_period: Duration,
+    /// Cluster DNS, cluster domain and the host's resolv.conf for pods' DNS settings.
+    pub dns: crate::dns::DnsSettings,
 }
 
 /// What a worker is told: the latest pod, or that it is gone.

@@ -3,7 +3,9 @@
 
 pub mod agent;
 pub mod config;
+pub mod dns;
 pub mod env;
+pub mod envvars;
 pub use client::events;
 pub mod gc;
 pub mod kubelet;

@@ -103,6 +103,7 @@ async fn the_token_volume_carries_a_pod_bound_token_the_ca_and_the_namespace() {
             pause_image: DEFAULT_PAUSE_IMAGE.into(),
             data_dir: data_dir.clone(),
             container_gc_period: Duration::from_secs(60),
+            dns: Default::default(),
         },
     );
     let cancel = CancellationToken::new();

@@ -180,6 +180,7 @@ async fn fake_deployment(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
             pause_image: DEFAULT_PAUSE_IMAGE.into(),
             data_dir: dir.join("ctl-fake-node"),
             container_gc_period: node::gc::CONTAINER_GC_PERIOD,
+            dns: Default::default(),
         },
     );
     let (_no_static_pods, sources) = tokio::sync::mpsc::channel(1);

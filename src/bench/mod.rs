@@ -3,13 +3,15 @@
 //!
 //! [`api`] always runs (the API server as a child process); `--node` adds [`pod_startup`] (pod start-up on
 //! Docker against Docker alone), `--probes` adds [`probes`] (the probe machinery's cost, the kubelet's API
-//! writes while probes keep passing, and readiness flip latency on Docker). This module holds the options
+//! writes while probes keep passing, and readiness flip latency on Docker), `--dns` adds [`dns`] (the cluster
+//! DNS server's time to a Service resolving and its query times). This module holds the options
 //! and what the parts share: starting a child `kubeling`, a client for it, CPU and memory of a process,
 //! percentiles, and watches.
 
 mod api;
 mod controllers;
 mod crd;
+mod dns;
 mod pod_startup;
 mod probes;
 
@@ -64,6 +66,12 @@ pub(crate) struct BenchArgs {
     /// Replicas of the Docker Deployment.
     #[arg(long, default_value_t = 20)]
     pub(crate) docker_replicas: usize,
+    /// Also measure the cluster DNS server: a Service's time to resolve, and query times from the host.
+    #[arg(long)]
+    pub(crate) dns: bool,
+    /// Queries to time per kind of name.
+    #[arg(long, default_value_t = 1000)]
+    pub(crate) dns_queries: usize,
 }
 
 /// Run every measurement asked for and print the figures.
@@ -78,6 +86,9 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.controllers {
         controllers::run(&args, tmp.path()).await?;
+    }
+    if args.dns {
+        dns::run(&args, tmp.path()).await?;
     }
     Ok(())
 }

@@ -207,6 +207,7 @@ async fn kubelet_writes(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
             pause_image: DEFAULT_PAUSE_IMAGE.into(),
             data_dir: dir.join("probes-kubelet-node"),
             container_gc_period: node::gc::CONTAINER_GC_PERIOD,
+            dns: Default::default(),
         },
         Arc::new(FakeProber::new()),
     );

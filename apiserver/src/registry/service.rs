@@ -1,8 +1,11 @@
 //! The service strategy: defaulting and cluster IP / node port allocation (upstream
 //! `pkg/registry/core/service`), and the `kubernetes` service in `default`.
 //!
-//! Deliberate difference: IPs are allocated lowest-free-first from 10.96.0.0/12 (upstream is random); nothing
-//! routes to them yet (no kube-proxy), they are there so that objects and `kubectl get svc` look as upstream.
+//! Cluster IPs come from 10.96.0.0/12 as upstream's allocator hands them out (KEP-3070): dynamic allocations
+//! take the upper band first and the lower, static band (the first `min(max(16, size/16), 256)` addresses)
+//! only when the upper one is full; index 1 is the `kubernetes` Service's and index 10 the cluster DNS's
+//! (`kube-dns`, kubeadm `GetDNSIP`), which is never handed out dynamically, only to a request naming it.
+//! Deliberate difference: lowest-free-first within a band (upstream is random), so IPs are predictable.
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
@@ -16,6 +19,18 @@ const SERVICE_CIDR_BASE: u32 = u32::from_be_bytes([10, 96, 0, 0]);
 const SERVICE_CIDR_SIZE: u32 = 1 << 20;
 /// Upstream reserves the first address of the range for the `kubernetes` service.
 const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
+/// kubeadm `GetDNSIP`: the cluster DNS Service's index in the range (10.96.0.10).
+const DNS_SERVICE_INDEX: u32 = 10;
+
+/// The order in which dynamic allocation tries the range's addresses (offsets from the base): the upper band
+/// first, then the static band (upstream `calculateRangeOffset`: `min(max(16, size/16), 256)`), never the
+/// network and broadcast addresses, the `kubernetes` Service's index 1 or the DNS index 10.
+fn dynamic_offsets(size: u32) -> impl Iterator<Item = u32> {
+    let band = (size / 16).clamp(16, 256).min(size);
+    (band..size - 1)
+        .chain(1..band)
+        .filter(|&i| i != 1 && i != DNS_SERVICE_INDEX)
+}
 
 fn used(registry: &Registry) -> (HashSet<String>, HashSet<i64>) {
     let info = resources::find("", "v1", "services").expect("services are served");
@@ -65,7 +80,7 @@ pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiErr
             .unwrap_or("")
             .to_string();
         if want.is_empty() {
-            let ip = (10..SERVICE_CIDR_SIZE - 1)
+            let ip = dynamic_offsets(SERVICE_CIDR_SIZE)
                 .map(|i| Ipv4Addr::from(SERVICE_CIDR_BASE + i).to_string())
                 .find(|ip| !ips.contains(ip))
                 .ok_or_else(|| ApiError::internal("the service IP range is full"))?;
@@ -198,5 +213,21 @@ pub async fn bootstrap(registry: &Registry) -> Result<(), ApiError> {
         Ok(_) => Ok(()),
         Err(e) if e.reason == "AlreadyExists" => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dynamic_allocation_takes_the_upper_band_first_and_never_the_dns_ip() {
+        assert_eq!(dynamic_offsets(SERVICE_CIDR_SIZE).next(), Some(256));
+        // A /24 (band 16): 16..255, then 2..16 without 10.
+        let small: Vec<u32> = dynamic_offsets(256).collect();
+        assert_eq!(small[0], 16);
+        assert_eq!(small[238], 255 - 1);
+        assert_eq!(&small[239..], &[2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15]);
+        assert!(!dynamic_offsets(SERVICE_CIDR_SIZE).any(|i| i == DNS_SERVICE_INDEX || i == 1 || i == 0));
     }
 }

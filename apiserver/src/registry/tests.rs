@@ -475,7 +475,8 @@ async fn services_get_a_cluster_ip_and_the_kubernetes_service_exists() {
         .create(info("services"), Some("default"), body, &opts())
         .await
         .unwrap();
-    assert_eq!(s.value["spec"]["clusterIP"], "10.96.0.10");
+    // The upper band first (KEP-3070); 10.96.0.10 stays for the cluster DNS.
+    assert_eq!(s.value["spec"]["clusterIP"], "10.96.1.0");
     assert_eq!(s.value["spec"]["ports"][0]["targetPort"], 80);
     assert_eq!(s.value["spec"]["type"], "ClusterIP");
 }

@@ -82,17 +82,34 @@ impl Worker {
                 }
             }
         }
+        let dns_settings = &self.k.cfg.dns;
+        let host_resolv_conf = dns_settings
+            .resolv_conf
+            .as_ref()
+            .map(|path| std::fs::read_to_string(path).unwrap_or_default());
+        let dns = crate::dns::pod_dns(pod, dns_settings, host_resolv_conf.as_deref());
+        for warning in &dns.warnings {
+            self.k
+                .recorder
+                .record(
+                    &pod_ref(pod),
+                    EventType::Warning,
+                    warning.reason,
+                    &warning.message,
+                )
+                .await;
+        }
+        let (hostname, domainname) = crate::dns::hostname_and_domain(pod, &dns_settings.cluster_domain);
         let cfg = SandboxConfig {
             pod_name: meta.name.clone().unwrap_or_default(),
             namespace: meta.namespace.clone().unwrap_or_default(),
             uid: self.uid.clone(),
             attempt,
             image: self.k.cfg.pause_image.clone(),
-            hostname: Some(
-                spec.hostname
-                    .clone()
-                    .unwrap_or_else(|| meta.name.clone().unwrap_or_default()),
-            ),
+            hostname: Some(hostname),
+            domainname,
+            extra_hosts: crate::dns::extra_hosts(pod),
+            dns: dns.config,
             host_network: spec.host_network.unwrap_or(false),
             host_pid: spec.host_pid.unwrap_or(false),
             host_ipc: spec.host_ipc.unwrap_or(false),
@@ -108,6 +125,12 @@ impl Worker {
             .await
             .map_err(|e| e.to_string())?;
         self.k.runtime.start(&id).await.map_err(|e| e.to_string())?;
+        if !cfg.dns.servers.is_empty() {
+            let text = crate::dns::resolv_conf_text(&cfg.dns);
+            if let Err(e) = self.k.runtime.write_resolv_conf(&id, &text).await {
+                tracing::debug!(error = %e, "keeping Docker's resolv.conf");
+            }
+        }
         let st = self.k.runtime.inspect(&id).await.map_err(|e| e.to_string())?;
         Ok(ObservedSandbox {
             id,
@@ -360,6 +383,7 @@ impl Worker {
             pod_ips: sandbox.ip.iter().cloned().collect(),
             host_ips: vec![self.k.cfg.node_ip.clone()],
             node_allocatable: Default::default(),
+            service_env: self.service_env(pod).await,
         };
         let env = crate::env::make_environment(pod, c, &objects, &info)
             .map_err(|e| ConfigError::Env(e.to_string()))?;
@@ -400,6 +424,7 @@ impl Worker {
             pod_ips: sandbox_ip.into_iter().collect(),
             host_ips: vec![self.k.cfg.node_ip.clone()],
             node_allocatable: Default::default(),
+            service_env: Vec::new(),
         };
         if let Err(e) = host.update_pod(pod, &objects, &info) {
             self.k
@@ -407,6 +432,32 @@ impl Worker {
                 .record(&pod_ref(pod), EventType::Warning, "FailedMount", &e.to_string())
                 .await;
         }
+    }
+
+    /// The Service variables of the pod's containers, from the Services of its namespace (unless
+    /// `enableServiceLinks` is false) and `default/kubernetes`. Listed at each container start (upstream reads
+    /// an informer's cache); a Service list that fails leaves those variables out rather than the container.
+    async fn service_env(&self, pod: &Pod) -> Vec<(String, String)> {
+        use k8s_openapi::api::core::v1::Service;
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let links = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.enable_service_links)
+            .unwrap_or(true);
+        let mut namespaces = vec!["default"];
+        if links && ns != "default" {
+            namespaces.push(ns);
+        }
+        let mut services = Vec::new();
+        for namespace in namespaces {
+            let api: Api<Service> = Api::namespaced(self.k.client.clone(), namespace);
+            match api.list(&Default::default()).await {
+                Ok(list) => services.extend(list.items),
+                Err(e) => tracing::warn!(%namespace, error = %e, "listing Services for the environment"),
+            }
+        }
+        crate::envvars::service_env(&services, ns, links)
     }
 
     /// The ConfigMaps and Secrets the pod refers to, and the tokens of its projections.

@@ -328,6 +328,7 @@ impl ContainerRuntime for DockerRuntime {
             dns: (!dns.servers.is_empty()).then(|| dns.servers.clone()),
             dns_search: (!dns.searches.is_empty()).then(|| dns.searches.clone()),
             dns_options: (!dns.options.is_empty()).then(|| dns.options.clone()),
+            extra_hosts: (!config.extra_hosts.is_empty()).then(|| config.extra_hosts.clone()),
             sysctls: (!config.sysctls.is_empty()).then(|| config.sysctls.clone().into_iter().collect()),
             // Upstream sets OomScoreAdj = -998 (qos `PodInfraOOMAdj`). Not here: nested and rootless Docker
             // refuse a negative score at start ("can't get final child's PID"), and pause uses ~1 MiB anyway.
@@ -342,6 +343,7 @@ impl ContainerRuntime for DockerRuntime {
                 .as_deref()
                 .filter(|_| !config.host_network)
                 .map(|hostname| naming::truncate_pod_hostname(hostname).to_owned()),
+            domainname: config.domainname.clone().filter(|_| !config.host_network),
             labels: Some(naming::sandbox_labels(config, &self.owner)),
             exposed_ports,
             host_config: Some(host_config),
@@ -531,6 +533,25 @@ impl ContainerRuntime for DockerRuntime {
 
     async fn inspect(&self, id: &str) -> Result<ContainerState> {
         Ok(container_state(self.inspect_raw(id).await?))
+    }
+
+    async fn write_resolv_conf(&self, sandbox_id: &str, content: &str) -> Result<()> {
+        let failed = |message: String| RuntimeError::Runtime {
+            op: "write resolv.conf",
+            target: sandbox_id.to_owned(),
+            message,
+        };
+        let path = self
+            .inspect_raw(sandbox_id)
+            .await?
+            .resolv_conf_path
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| failed("no resolv.conf path".to_owned()))?;
+        // A daemon whose files this process cannot reach (remote, rootless, Docker Desktop's VM) keeps the
+        // file Docker wrote from the same settings.
+        tokio::fs::write(&path, content)
+            .await
+            .map_err(|e| failed(format!("{path}: {e}")))
     }
 
     async fn logs(&self, id: &str, options: &LogOptions) -> Result<LogStream> {

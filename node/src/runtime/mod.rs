@@ -234,6 +234,11 @@ pub struct SandboxConfig {
     /// The pod hostname (`spec.hostname` or the pod name); truncated to 63 characters here, and ignored for
     /// hostNetwork pods.
     pub hostname: Option<String>,
+    /// The pod's domain (`<subdomain>.<ns>.svc.<cluster domain>`): Docker writes the hostname's FQDN line
+    /// into the hosts file from it. Ignored for hostNetwork pods.
+    pub domainname: Option<String>,
+    /// `hostAliases` as Docker `ExtraHosts` entries (`hostname:ip`).
+    pub extra_hosts: Vec<String>,
     /// `spec.hostNetwork`.
     pub host_network: bool,
     /// `spec.hostPID`.
@@ -741,6 +746,14 @@ pub trait ContainerRuntime: Send + Sync {
 
     /// Starts a created container (sandbox or app).
     async fn start(&self, id: &str) -> Result<()>;
+
+    /// Replaces the started sandbox's resolv.conf, which its app containers share, with `content`
+    /// (dockershim `rewriteResolvFile`): the kubelet's exact file, also on a user-defined network where
+    /// Docker would write its embedded resolver instead. Runtimes without such a file do nothing.
+    async fn write_resolv_conf(&self, sandbox_id: &str, content: &str) -> Result<()> {
+        let _ = (sandbox_id, content);
+        Ok(())
+    }
 
     /// Sends `signal` (default: the container's stop signal, from the image, else SIGTERM), waits up to
     /// `grace`, then SIGKILLs. A container that is not running is already stopped: `Ok`.
