@@ -65,8 +65,8 @@ pub struct ServerState {
     pub token: String,
 }
 
-/// The node endpoint's router: `/containerLogs/{ns}/{pod}/{container}`, `/exec/...` and `/attach/...`,
-/// all behind the bearer token.
+/// The node endpoint's router: `/containerLogs/{ns}/{pod}/{container}`, `/exec/...`, `/attach/...` and
+/// `/portForward/{ns}/{pod}`, all behind the bearer token.
 pub fn router(state: Arc<ServerState>) -> Router {
     Router::new()
         .route(
@@ -75,6 +75,10 @@ pub fn router(state: Arc<ServerState>) -> Router {
         )
         .route("/exec/{namespace}/{pod}/{container}", any(exec))
         .route("/attach/{namespace}/{pod}/{container}", any(attach))
+        .route(
+            "/portForward/{namespace}/{pod}",
+            get(crate::portforward::port_forward),
+        )
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state)
 }

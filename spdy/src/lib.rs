@@ -401,10 +401,8 @@ impl Codec {
                 control(out, frame_type, *flags, &p)
             }
             Frame::RstStream { stream_id, status } => {
-                let mut p = [0u8; 8];
-                p[..4].copy_from_slice(&(stream_id & STREAM_ID_MASK).to_be_bytes());
-                p[4..].copy_from_slice(&status.to_be_bytes());
-                control(out, 3, 0, &p)
+                encode_rst_stream(*stream_id, *status, out);
+                Ok(())
             }
             Frame::Settings { flags, entries } => {
                 let mut p = BytesMut::new();
@@ -516,6 +514,14 @@ pub fn encode_data(stream_id: u32, flags: u8, data: &[u8], out: &mut BytesMut) -
     out.put_u32((u32::from(flags) << 24) | data.len() as u32);
     out.put_slice(data);
     Ok(())
+}
+
+/// Appends a RST_STREAM frame (no compression state needed either).
+pub fn encode_rst_stream(stream_id: u32, status: u32, out: &mut BytesMut) {
+    out.put_u32(CONTROL_BIT | (u32::from(VERSION) << 16) | 3);
+    out.put_u32(8);
+    out.put_u32(stream_id & STREAM_ID_MASK);
+    out.put_u32(status);
 }
 
 /// The uncompressed header block: a count, then length-prefixed names and values (SPDY/3 §2.6.10).
