@@ -120,6 +120,10 @@ struct NodeOptions {
     /// How often the manifest URL is fetched (e.g. 2s, 20s, 1m).
     #[arg(long, default_value = "20s", value_parser = parse_period)]
     http_check_frequency: Duration,
+    /// Port-forward only through the helper exec'd in the pod's sandbox, never by dialing the pod IP
+    /// (the path taken where pod IPs are unreachable, e.g. Docker Desktop).
+    #[arg(long)]
+    port_forward_via_helper: bool,
 }
 
 /// Header pairs from one `--manifest-url-header`.
@@ -316,6 +320,9 @@ fn agent_config(data_dir: &std::path::Path, o: &NodeOptions) -> node::agent::Age
     cfg.manifest_url = o.manifest_url.clone();
     cfg.manifest_url_headers = o.manifest_url_headers.iter().flat_map(|h| h.0.clone()).collect();
     cfg.http_check_frequency = o.http_check_frequency;
+    if o.port_forward_via_helper {
+        node::portforward::disable_direct_dial();
+    }
     cfg
 }
 

@@ -305,8 +305,11 @@ fn a_refused_port_reports_an_error_as_upstream(c: &Cluster) {
     }
     let (ok, stderr) = f.wait_exit(TIMEOUT);
     assert!(!ok, "kubectl exited 0: {stderr}");
+    // The direct dial was refused, so the helper inside the sandbox tried localhost too (an app may
+    // listen on loopback only); its refusal is the one reported.
     assert!(
         stderr.contains("error forwarding port 7777 to pod default/web")
+            && stderr.contains("inside the pod's network namespace")
             && stderr.contains("connection refused"),
         "{stderr}"
     );
@@ -446,4 +449,47 @@ fn the_session_ends_when_the_pod_goes_away(c: &Cluster) {
     let (ok, stderr) = f.wait_exit(TIMEOUT);
     assert!(!ok, "kubectl exited 0: {stderr}");
     assert!(stderr.contains("lost connection to pod"), "{stderr}");
+}
+
+/// The general path (Docker Desktop, rootless Docker): every connection goes through the helper exec'd in
+/// the pod's sandbox, which dials localhost inside the pod's network namespace.
+#[test]
+fn port_forward_through_the_sandbox_helper_relays_both_ways() {
+    let image = testbox_image::ensure_testbox_image();
+    let c = Cluster::up_with(&["--port-forward-via-helper"], None);
+    c.ok_stdin(&["apply", "-f", "-"], &web_pod(&image, "web", "web"));
+    running(&c, "web");
+    let f = Forward::start(&c, &["pod/web", ":8080", ":9000"], &[], 4);
+    let (addr, http) = f.local(8080);
+    let workers: Vec<_> = (0..20)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::spawn(move || http_get(&addr, http, "/hostname"))
+        })
+        .collect();
+    for w in workers {
+        let (code, body) = w.join().unwrap().expect("a GET through the helper");
+        assert_eq!((code, body.trim()), (200, "web"));
+    }
+    // 8 MiB up and back through the echo server.
+    let (addr, echo) = f.local(9000);
+    let s = TcpStream::connect((addr.as_str(), echo)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut greeting = String::new();
+    r.read_line(&mut greeting).unwrap();
+    assert_eq!(greeting, "hello\n");
+    const TOTAL: usize = 8 << 20;
+    let mut w = s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let data: Vec<u8> = (0..TOTAL).map(|i| (i % 253) as u8).collect();
+        w.write_all(&data).unwrap();
+    });
+    let mut got = vec![0u8; TOTAL];
+    r.read_exact(&mut got).unwrap();
+    writer.join().unwrap();
+    assert!(
+        got.iter().enumerate().all(|(i, b)| *b == (i % 253) as u8),
+        "the echo differs"
+    );
 }

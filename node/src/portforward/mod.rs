@@ -15,12 +15,16 @@
 //! from the API server is the client's half-close (the pod socket's write side is shut down); the pod
 //! closing its side ends the WebSocket.
 //!
-//! Reaching the pod: the node agent dials the pod IP, which works where the Docker bridge is routable
-//! from the node agent (rootful Docker on Linux). Upstream (containerd, cri-dockerd) dials `localhost`
-//! inside the pod's network namespace instead, which also reaches apps bound to loopback only; doing
-//! that without root needs a helper exec'd inside the sandbox, which kubeling does not have yet.
+//! Reaching the pod: first the fast path, a direct dial of the pod IP, which works where the Docker
+//! bridge is routable from the node agent (rootful Docker on Linux). When that fails (refused: the app may
+//! listen on loopback only; unreachable or timed out: Docker Desktop, rootless Docker) the connection goes
+//! through [`helper`], exec'd inside the sandbox, which dials `localhost` in the pod's network namespace
+//! as upstream's runtimes do. Once a pod IP proved unreachable, later connections skip the direct dial.
+
+pub mod helper;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -35,9 +39,31 @@ use tokio::net::TcpStream;
 use crate::runtime::{ContainerInfo, ContainerStatus, ListFilter};
 use crate::server::ServerState;
 
-/// How long a dial to the pod may take (the kubelet has no separate limit; the client's stream
-/// creation timeout, 30 s, bounds it there).
-const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the direct dial of the pod IP may take before the helper is tried (an unroutable pod IP
+/// times out rather than failing).
+const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Set once a direct dial found pod IPs unreachable from the node agent: then only the helper is used.
+static POD_IPS_UNREACHABLE: AtomicBool = AtomicBool::new(false);
+
+/// Makes every port-forward go through the helper (`--port-forward-via-helper`).
+pub fn disable_direct_dial() {
+    POD_IPS_UNREACHABLE.store(true, Ordering::Relaxed);
+}
+
+/// What a failed direct dial means: the helper is always tried next; a pod IP that is unreachable (rather
+/// than refused) means pod IPs are not routable from here, so later connections skip the direct dial.
+pub fn pod_ips_unreachable(error: Option<std::io::ErrorKind>) -> bool {
+    use std::io::ErrorKind::{HostUnreachable, NetworkUnreachable, TimedOut};
+    // `None`: the dial timed out.
+    error.is_none_or(|kind| matches!(kind, TimedOut | HostUnreachable | NetworkUnreachable))
+}
+
+/// A connection into the pod: direct, or through the helper in the sandbox.
+enum Conn {
+    Tcp(TcpStream),
+    Helper(helper::HelperConn),
+}
 
 /// The most bytes read from the pod per WebSocket message (the API server cuts SPDY frames of 32 KiB).
 const READ_CHUNK: usize = 32 * 1024;
@@ -102,8 +128,8 @@ pub fn choose_sandbox<'a>(
         })
 }
 
-/// Finds the pod's sandbox IP and connects to `port` there.
-async fn dial(st: &ServerState, namespace: &str, pod: &str, port: u16) -> Result<TcpStream, Refusal> {
+/// Finds the pod's sandbox and connects to `port` in it: the pod IP directly, else through the helper.
+async fn dial(st: &ServerState, namespace: &str, pod: &str, port: u16) -> Result<Conn, Refusal> {
     let internal = |e: &dyn std::fmt::Display| refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
     let sandboxes = st
         .runtime
@@ -112,32 +138,30 @@ async fn dial(st: &ServerState, namespace: &str, pod: &str, port: u16) -> Result
         .map_err(|e| internal(&e))?;
     let sandbox = choose_sandbox(&sandboxes, namespace, pod)?;
     let state = st.runtime.inspect(&sandbox.id).await.map_err(|e| internal(&e))?;
-    if state.ip_address.is_empty() {
-        return Err(refuse(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("sandbox {} has no IP address", sandbox.id),
-        ));
+    if !state.ip_address.is_empty() && !POD_IPS_UNREACHABLE.load(Ordering::Relaxed) {
+        let address = format!("{}:{port}", state.ip_address);
+        match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&address)).await {
+            Ok(Ok(tcp)) => {
+                // Interactive protocols through port-forward would otherwise wait on Nagle's algorithm.
+                tcp.set_nodelay(true).map_err(|e| internal(&e))?;
+                return Ok(Conn::Tcp(tcp));
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(%address, error = %dial_error(&e), "port-forward: direct dial failed, using the helper");
+                if pod_ips_unreachable(Some(e.kind())) {
+                    POD_IPS_UNREACHABLE.store(true, Ordering::Relaxed);
+                }
+            }
+            Err(_) => {
+                tracing::info!(%address, "port-forward: pod IPs are unreachable from the node agent, using the helper");
+                POD_IPS_UNREACHABLE.store(true, Ordering::Relaxed);
+            }
+        }
     }
-    let address = format!("{}:{port}", state.ip_address);
-    let connected = tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&address)).await;
-    let failure = |cause: String| {
-        // containerd's wording, naming the pod's IP where it names the namespace.
-        refuse(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!(
-                "failed to connect to {address} inside pod sandbox {}: {cause}",
-                short_id(&sandbox.id)
-            ),
-        )
-    };
-    let tcp = match connected {
-        Ok(Ok(tcp)) => tcp,
-        Ok(Err(e)) => return Err(failure(dial_error(&e))),
-        Err(_) => return Err(failure("connection timed out".to_owned())),
-    };
-    // Interactive protocols through port-forward would otherwise wait on Nagle's algorithm.
-    tcp.set_nodelay(true).map_err(|e| internal(&e))?;
-    Ok(tcp)
+    helper::connect(st.runtime.as_ref(), &sandbox.id, port)
+        .await
+        .map(Conn::Helper)
+        .map_err(|cause| refuse(StatusCode::INTERNAL_SERVER_ERROR, cause))
 }
 
 /// Go's wording for the common dial failures (`connect: connection refused`), which users know from
@@ -149,10 +173,6 @@ fn dial_error(e: &std::io::Error) -> String {
         std::io::ErrorKind::NetworkUnreachable => "connect: network is unreachable".to_owned(),
         _ => e.to_string(),
     }
-}
-
-fn short_id(id: &str) -> &str {
-    &id[..id.len().min(12)]
 }
 
 /// The handler of `/portForward/{namespace}/{pod}`.
@@ -175,8 +195,13 @@ pub async fn port_forward(
                     format!("unable to upgrade connection: {e}"),
                 )
             })?;
-        let tcp = dial(&st, &namespace, &pod, port).await?;
-        Ok::<_, Refusal>(ws.on_upgrade(move |socket| relay(socket, tcp)))
+        let conn = dial(&st, &namespace, &pod, port).await?;
+        Ok::<_, Refusal>(ws.on_upgrade(move |socket| async move {
+            match conn {
+                Conn::Tcp(tcp) => relay(socket, tcp).await,
+                Conn::Helper(h) => relay_helper(socket, h).await,
+            }
+        }))
     };
     match result.await {
         Ok(resp) => resp,
@@ -231,6 +256,48 @@ async fn relay(socket: WebSocket, tcp: TcpStream) {
     }
 }
 
+/// [`relay`] for a connection made by the helper: its stdin and stdout stand for the socket.
+async fn relay_helper(socket: WebSocket, conn: helper::HelperConn) {
+    let helper::HelperConn {
+        mut output,
+        mut stdin,
+        _control,
+    } = conn;
+    let (mut ws_tx, mut ws_rx) = socket.split();
+    let upstream = async {
+        while let Some(Ok(message)) = ws_rx.next().await {
+            match message {
+                Message::Binary(b) if b.is_empty() => {
+                    let _ = stdin.shutdown().await;
+                }
+                Message::Binary(b) if stdin.write_all(&b).await.is_err() => break,
+                Message::Binary(_) => {
+                    let _ = stdin.flush().await;
+                }
+                Message::Close(_) => break,
+                _ => {}
+            }
+        }
+    };
+    let downstream = async {
+        while let Some(Ok(frame)) = output.next().await {
+            if let Some(b) = helper::stdout_bytes(frame)
+                && !b.is_empty()
+                && ws_tx.send(Message::Binary(b)).await.is_err()
+            {
+                return;
+            }
+        }
+        let _ = ws_tx.send(Message::Close(None)).await;
+    };
+    tokio::select! {
+        () = upstream => {}
+        () = downstream => {}
+    }
+    // Ends the helper: its stdin closes, it half-closes the connection, and the exec finishes.
+    let _ = stdin.shutdown().await;
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -267,6 +334,22 @@ mod tests {
         ];
         for (value, want) in cases {
             assert_eq!(parse_port(value).map_err(|r| r.code), want, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn only_unreachable_pod_ips_turn_the_direct_dial_off() {
+        use std::io::ErrorKind::*;
+        for (error, unreachable) in [
+            (None, true),
+            (Some(TimedOut), true),
+            (Some(HostUnreachable), true),
+            (Some(NetworkUnreachable), true),
+            // Refused: the pod is reachable, the app may listen on loopback only.
+            (Some(ConnectionRefused), false),
+            (Some(ConnectionReset), false),
+        ] {
+            assert_eq!(pod_ips_unreachable(error), unreachable, "{error:?}");
         }
     }
 
