@@ -3,7 +3,8 @@
 //!
 //! [`api`] always runs (the API server as a child process); `--node` adds [`pod_startup`] (pod start-up on
 //! Docker against Docker alone), `--probes` adds [`probes`] (the probe machinery's cost, the kubelet's API
-//! writes while probes keep passing, and readiness flip latency on Docker). This module holds the options
+//! writes while probes keep passing, and readiness flip latency on Docker), `--port-forward` adds
+//! [`port_forward`] (latency and throughput through `kubectl port-forward` against the pod IP). This module holds the options
 //! and what the parts share: starting a child `kubeling`, a client for it, CPU and memory of a process,
 //! percentiles, and watches.
 
@@ -11,6 +12,7 @@ mod api;
 mod controllers;
 mod crd;
 mod pod_startup;
+mod port_forward;
 mod probes;
 
 use std::path::{Path, PathBuf};
@@ -64,6 +66,16 @@ pub(crate) struct BenchArgs {
     /// Replicas of the Docker Deployment.
     #[arg(long, default_value_t = 20)]
     pub(crate) docker_replicas: usize,
+    /// Also measure port-forward on Docker: per-request latency and echo throughput through
+    /// `kubectl port-forward` against a direct connection to the pod IP (needs kubectl on PATH).
+    #[arg(long)]
+    pub(crate) port_forward: bool,
+    /// Sequential GETs timed each way for the port-forward measurement.
+    #[arg(long, default_value_t = 200)]
+    pub(crate) pf_requests: usize,
+    /// MiB echoed up and back down each way for the port-forward measurement.
+    #[arg(long, default_value_t = 64)]
+    pub(crate) pf_mib: usize,
 }
 
 /// Run every measurement asked for and print the figures.
@@ -78,6 +90,9 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.controllers {
         controllers::run(&args, tmp.path()).await?;
+    }
+    if args.port_forward {
+        port_forward::run(&args, tmp.path()).await?;
     }
     Ok(())
 }
