@@ -94,7 +94,10 @@ pub async fn serve(
     listener.set_nonblocking(true)?;
     let handle = axum_server::Handle::new();
     let rustls = axum_server::tls_rustls::RustlsConfig::from_config(tls_config);
-    let server = axum_server::from_tcp_rustls(listener, rustls)?.handle(handle.clone());
+    // TCP_NODELAY: exec and port-forward relay small writes that must not wait for delayed ACKs.
+    let server = axum_server::from_tcp_rustls(listener, rustls)?
+        .map(|tls| tls.acceptor(axum_server::accept::NoDelayAcceptor::new()))
+        .handle(handle.clone());
     let shutdown = {
         let handle = handle.clone();
         async move {

@@ -387,7 +387,6 @@ async fn open(ctx: &Ctx, port: u16) -> Result<NodeSocket, String> {
     let value = HeaderValue::from_str(&format!("Bearer {}", ctx.token)).map_err(|e| e.to_string())?;
     request.headers_mut().insert(header::AUTHORIZATION, value);
     let tls = proxy::connect(t).await.map_err(|e| e.message)?;
-    let _ = tls.get_ref().0.set_nodelay(true);
     match tokio::time::timeout(NODE_TIMEOUT, tokio_tungstenite::client_async(request, tls)).await {
         Err(_) => Err("timed out waiting for the node".to_owned()),
         Ok(Ok((socket, _))) => Ok(socket),

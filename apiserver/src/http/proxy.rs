@@ -563,6 +563,8 @@ pub(super) async fn connect(t: &Target) -> Result<TlsStream<TcpStream>, ApiError
     let connector = tokio_rustls::TlsConnector::from(client_config());
     let connecting = async {
         let tcp = TcpStream::connect((t.host.as_str(), t.port)).await?;
+        // Before the TLS handshake, whose small writes would otherwise meet the node's delayed ACK.
+        tcp.set_nodelay(true)?;
         connector.connect(server_name, tcp).await
     };
     tokio::time::timeout(NODE_CONNECT_TIMEOUT, connecting)
