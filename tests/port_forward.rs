@@ -136,9 +136,10 @@ fn hostname(addr: &str, port: u16) -> String {
     body.trim().to_owned()
 }
 
+/// A pod serving HTTP on 8080 and an echo on 9000, Ready only once both listen.
 fn web_pod(image: &str, name: &str, app: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels: {{app: {app}}}\nspec:\n  containers:\n  - name: http\n    image: {image}\n    args: [serve, --port, \"8080\"]\n    ports: [{{name: http, containerPort: 8080}}]\n  - name: echo\n    image: {image}\n    args: [tcp, --port, \"9000\", --reply, hello]\n"
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels: {{app: {app}}}\nspec:\n  containers:\n  - name: http\n    image: {image}\n    args: [serve, --port, \"8080\"]\n    ports: [{{name: http, containerPort: 8080}}]\n    readinessProbe: {{tcpSocket: {{port: 8080}}, periodSeconds: 1}}\n  - name: echo\n    image: {image}\n    args: [tcp, --port, \"9000\", --reply, hello]\n    readinessProbe: {{tcpSocket: {{port: 9000}}, periodSeconds: 1}}\n"
     )
 }
 
@@ -161,7 +162,7 @@ fn port_forward_relays_tcp_to_pods_for_kubectl_and_the_client_libraries() {
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  selector: {app: web}\n  ports:\n  - {name: http, port: 80, targetPort: 8080}\n",
     );
     let deploy = format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: web-deploy}}\n  template:\n    metadata:\n      labels: {{app: web-deploy}}\n    spec:\n      containers:\n      - name: http\n        image: {image}\n        args: [serve, --port, \"8080\"]\n"
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: web-deploy}}\n  template:\n    metadata:\n      labels: {{app: web-deploy}}\n    spec:\n      containers:\n      - name: http\n        image: {image}\n        args: [serve, --port, \"8080\"]\n        readinessProbe: {{tcpSocket: {{port: 8080}}, periodSeconds: 1}}\n"
     );
     c.ok_stdin(&["apply", "-f", "-"], &deploy);
     running(&c, "web");

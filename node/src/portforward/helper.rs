@@ -39,6 +39,9 @@ pub struct HelperConn {
     pub output: BoxStream<'static, crate::runtime::Result<OutputFrame>>,
     /// The helper's stdin; shutting it down half-closes the connection.
     pub stdin: Pin<Box<dyn AsyncWrite + Send>>,
+    /// Bytes from the pod that arrived before the status line: Docker copies stdout and stderr in
+    /// separate goroutines, so a server that speaks first can beat the helper's "connected".
+    pub early: Vec<Bytes>,
     /// Keeps the exec alive.
     pub _control: Box<dyn ExecControl>,
 }
@@ -85,15 +88,14 @@ pub async fn connect(runtime: &dyn ContainerRuntime, sandbox: &str, port: u16) -
         .stdin
         .ok_or_else(|| "the helper's exec has no stdin".to_owned())?;
     let mut stderr = String::new();
+    let mut early = Vec::new();
     loop {
         let frame = output.next().await;
         let ended = !matches!(frame, Some(Ok(_)));
-        if let Some(Ok(frame)) = &frame {
-            if frame.stream == StdStream::Stderr {
-                stderr.push_str(&String::from_utf8_lossy(&frame.data));
-            } else {
-                // The helper writes nothing to stdout before its status line.
-                return Err("the port-forward helper wrote data before connecting".to_owned());
+        if let Some(Ok(frame)) = frame {
+            match frame.stream {
+                StdStream::Stderr => stderr.push_str(&String::from_utf8_lossy(&frame.data)),
+                StdStream::Stdout => early.push(frame.data),
             }
         }
         match status(&stderr, ended) {
@@ -105,6 +107,7 @@ pub async fn connect(runtime: &dyn ContainerRuntime, sandbox: &str, port: u16) -
     Ok(HelperConn {
         output,
         stdin,
+        early,
         _control: session.control,
     })
 }

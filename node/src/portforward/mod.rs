@@ -261,6 +261,7 @@ async fn relay_helper(socket: WebSocket, conn: helper::HelperConn) {
     let helper::HelperConn {
         mut output,
         mut stdin,
+        early,
         _control,
     } = conn;
     let (mut ws_tx, mut ws_rx) = socket.split();
@@ -280,6 +281,11 @@ async fn relay_helper(socket: WebSocket, conn: helper::HelperConn) {
         }
     };
     let downstream = async {
+        for b in early {
+            if ws_tx.send(Message::Binary(b)).await.is_err() {
+                return;
+            }
+        }
         while let Some(Ok(frame)) = output.next().await {
             if let Some(b) = helper::stdout_bytes(frame)
                 && !b.is_empty()
