@@ -160,3 +160,212 @@ fn channel_frames_carry_the_port_little_endian_first() {
     assert_eq!(data_port(1, 2), None);
     assert_eq!(data_port(4, 2), None);
 }
+
+/// A SPDY session against a registry holding pod `default/web`, whose node address accepts no
+/// connections: every stream pair fails to reach the node.
+mod session {
+    use std::sync::Arc;
+
+    use bytes::{Bytes, BytesMut};
+    use serde_json::json;
+    use spdy::{Codec, FLAG_FIN, Frame};
+    use tokio::sync::mpsc;
+    use tokio_util::sync::CancellationToken;
+
+    use super::super::proxy::Target;
+    use super::super::{Ctx, spdy_session};
+    use crate::registry::{DeleteOptions, Registry, WriteOptions, resources};
+    use crate::storage::{MemoryStore, Storage};
+    use crate::watch::HubConfig;
+
+    struct Client {
+        codec: Codec,
+        decoder: Codec,
+        buf: BytesMut,
+        tx: mpsc::Sender<Bytes>,
+        rx: mpsc::Receiver<Bytes>,
+    }
+
+    impl Client {
+        async fn send(&mut self, frame: Frame) {
+            let mut out = BytesMut::new();
+            self.codec.encode(&frame, &mut out).unwrap();
+            self.tx.send(out.freeze()).await.unwrap();
+        }
+
+        async fn send_raw(&mut self, bytes: &[u8]) {
+            self.tx.send(Bytes::copy_from_slice(bytes)).await.unwrap();
+        }
+
+        /// The next frame from the server; `None` once the session closed its output.
+        async fn next(&mut self) -> Option<Frame> {
+            loop {
+                if let Some(f) = self.decoder.decode(&mut self.buf).unwrap() {
+                    return Some(f);
+                }
+                let chunk = tokio::time::timeout(std::time::Duration::from_secs(10), self.rx.recv())
+                    .await
+                    .expect("the session answers");
+                self.buf.extend_from_slice(&chunk?);
+            }
+        }
+    }
+
+    fn syn(stream_id: u32, kind: &str, request: &str) -> Frame {
+        Frame::SynStream {
+            stream_id,
+            associated_to: 0,
+            priority: 0,
+            flags: 0,
+            headers: vec![
+                ("streamtype".into(), kind.into()),
+                ("port".into(), "80".into()),
+                ("requestid".into(), request.into()),
+            ],
+        }
+    }
+
+    async fn start() -> (Client, Registry) {
+        let storage = Storage::open(Arc::new(MemoryStore::default()), HubConfig::default()).unwrap();
+        let registry = Registry::new(storage);
+        registry.bootstrap().await.unwrap();
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+                         "spec": {"containers": [{"name": "c", "image": "x"}]}});
+        let created = registry
+            .create(pods, Some("default"), pod, &WriteOptions::default())
+            .await
+            .unwrap();
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = free.local_addr().unwrap().port();
+        drop(free);
+        let ctx = Arc::new(Ctx {
+            target: Target {
+                namespace: "default".into(),
+                pod: "web".into(),
+                container: String::new(),
+                authority: format!("127.0.0.1:{port}"),
+                host: "127.0.0.1".into(),
+                port,
+            },
+            uid: created.value["metadata"]["uid"].as_str().unwrap().to_owned(),
+            token: "t".into(),
+            registry: registry.clone(),
+            info: pods,
+            cancel: CancellationToken::new(),
+        });
+        let (in_tx, in_rx) = mpsc::channel(16);
+        let (out_tx, out_rx) = mpsc::channel(64);
+        tokio::spawn(spdy_session::run(ctx, in_rx, out_tx));
+        let client = Client {
+            codec: Codec::new(),
+            decoder: Codec::new(),
+            buf: BytesMut::new(),
+            tx: in_tx,
+            rx: out_rx,
+        };
+        (client, registry)
+    }
+
+    #[tokio::test]
+    async fn a_session_echoes_pings_rejects_bad_streams_and_reports_a_failed_pair() {
+        let (mut c, _registry) = start().await;
+        c.send(Frame::Ping { id: 1 }).await;
+        assert_eq!(c.next().await, Some(Frame::Ping { id: 1 }));
+
+        // No port header: the stream is refused, the session goes on.
+        c.send(Frame::SynStream {
+            stream_id: 1,
+            associated_to: 0,
+            priority: 0,
+            flags: 0,
+            headers: vec![("streamtype".into(), "data".into())],
+        })
+        .await;
+        assert_eq!(
+            c.next().await,
+            Some(Frame::RstStream {
+                stream_id: 1,
+                status: spdy::rst::REFUSED_STREAM
+            })
+        );
+
+        // kubectl's order: the error stream, then the data stream; each gets its SYN_REPLY.
+        c.send(syn(3, "error", "0")).await;
+        c.send(syn(5, "data", "0")).await;
+        for id in [3, 5] {
+            assert_eq!(
+                c.next().await,
+                Some(Frame::SynReply {
+                    stream_id: id,
+                    flags: 0,
+                    headers: vec![]
+                })
+            );
+        }
+        // The node cannot be reached: the text on the error stream, its FIN, then the data stream reset.
+        let Some(Frame::Data {
+            stream_id: 3, data, ..
+        }) = c.next().await
+        else {
+            panic!("no error text")
+        };
+        let text = String::from_utf8_lossy(&data);
+        assert!(
+            text.starts_with("error forwarding port 80 to pod default/web, uid "),
+            "{text}"
+        );
+        assert!(matches!(
+            c.next().await,
+            Some(Frame::Data {
+                stream_id: 3,
+                flags: FLAG_FIN,
+                ..
+            })
+        ));
+        assert_eq!(
+            c.next().await,
+            Some(Frame::RstStream {
+                stream_id: 5,
+                status: spdy::rst::CANCEL
+            })
+        );
+
+        // Still usable.
+        c.send(Frame::Ping { id: 3 }).await;
+        assert_eq!(c.next().await, Some(Frame::Ping { id: 3 }));
+
+        // A frame of another SPDY version ends this session only, with GOAWAY PROTOCOL_ERROR.
+        c.send_raw(&[0x80, 0x02, 0x00, 0x06, 0, 0, 0, 4, 0, 0, 0, 5])
+            .await;
+        assert_eq!(
+            c.next().await,
+            Some(Frame::GoAway {
+                last_good_stream_id: 5,
+                status: spdy::goaway::PROTOCOL_ERROR
+            })
+        );
+        assert_eq!(c.next().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_session_ends_when_its_pod_is_deleted() {
+        let (mut c, registry) = start().await;
+        c.send(Frame::Ping { id: 1 }).await;
+        assert_eq!(c.next().await, Some(Frame::Ping { id: 1 }));
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let now = DeleteOptions {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        };
+        registry.delete(pods, Some("default"), "web", &now).await.unwrap();
+        assert_eq!(
+            c.next().await,
+            Some(Frame::GoAway {
+                last_good_stream_id: 0,
+                status: spdy::goaway::OK
+            })
+        );
+        assert_eq!(c.next().await, None);
+    }
+}
