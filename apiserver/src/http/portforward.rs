@@ -316,10 +316,13 @@ async fn spdy_over_websocket(ctx: Arc<Ctx>, socket: ws::WebSocket) {
     };
     tokio::join!(spdy_session::run(ctx, in_rx, out_tx), writer);
     // The client answers our Close; the reader ends then, or is stopped here.
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        let _ = (&mut { reader }).await;
-    })
-    .await;
+    let abort = reader.abort_handle();
+    if tokio::time::timeout(Duration::from_secs(5), reader)
+        .await
+        .is_err()
+    {
+        abort.abort();
+    }
 }
 
 /// The plain `Upgrade: SPDY/3.1`: SPDY on the hijacked connection.
