@@ -10,12 +10,22 @@ use std::env;
 use std::path::PathBuf;
 
 const SOURCE: &str = "pause/pause.c";
+/// The port-forward helper, exec'd inside sandboxes (node/src/portforward/helper.rs).
+const FORWARD_SOURCE: &str = "pause/forward.c";
 
 fn main() {
     println!("cargo:rerun-if-changed={SOURCE}");
+    println!("cargo:rerun-if-changed={FORWARD_SOURCE}");
     println!("cargo:rerun-if-changed=build.rs");
 
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("pause");
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let binary = compile(SOURCE, &out_dir.join("pause"));
+    println!("cargo:rustc-env=KUBELING_PAUSE_SHA256={}", hex(&sha256(&binary)));
+    compile(FORWARD_SOURCE, &out_dir.join("forward"));
+}
+
+/// Compiles `source` into the static executable `out` and returns its bytes.
+fn compile(source: &str, out: &std::path::Path) -> Vec<u8> {
     // cc picks the C compiler for the target (CC, CC_<target>, cross toolchains); it builds libraries, not
     // executables, so we only borrow its compiler and link the program ourselves.
     // The same flags in every cargo profile: the binary (and so the image) must not differ between a debug
@@ -28,8 +38,8 @@ fn main() {
         .get_compiler();
     let mut cmd = compiler.to_command();
     cmd.args(["-static", "-Os", "-s", "-Wall", "-Wextra", "-o"])
-        .arg(&out)
-        .arg(SOURCE);
+        .arg(out)
+        .arg(source);
     let output = cmd.output().unwrap_or_else(|err| {
         fail(&format!("cannot run the C compiler {:?}: {err}", compiler.path()));
     });
@@ -42,13 +52,13 @@ fn main() {
         ));
     }
     let binary =
-        std::fs::read(&out).unwrap_or_else(|err| fail(&format!("cannot read {}: {err}", out.display())));
+        std::fs::read(out).unwrap_or_else(|err| fail(&format!("cannot read {}: {err}", out.display())));
     if has_interpreter(&binary) {
-        fail(
-            "the compiler produced a dynamically linked pause binary; it must be static to run FROM scratch",
-        );
+        fail(&format!(
+            "the compiler produced a dynamically linked binary from {source}; it must be static to run FROM scratch"
+        ));
     }
-    println!("cargo:rustc-env=KUBELING_PAUSE_SHA256={}", hex(&sha256(&binary)));
+    binary
 }
 
 fn fail(reason: &str) -> ! {

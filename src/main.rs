@@ -159,6 +159,10 @@ struct NodeOptions {
     /// 127.0.0.1 and no search path.
     #[arg(long, default_value = "/etc/resolv.conf")]
     resolv_conf: PathBuf,
+    /// Port-forward only through the helper exec'd in the pod's sandbox, never by dialing the pod IP
+    /// (the path taken where pod IPs are unreachable, e.g. Docker Desktop).
+    #[arg(long)]
+    port_forward_via_helper: bool,
 }
 
 /// Header pairs from one `--manifest-url-header`.
@@ -360,6 +364,9 @@ fn agent_config(data_dir: &std::path::Path, o: &NodeOptions) -> node::agent::Age
         cluster_domain: o.cluster_domain.clone(),
         resolv_conf: (!o.resolv_conf.as_os_str().is_empty()).then(|| o.resolv_conf.clone()),
     };
+    if o.port_forward_via_helper {
+        node::portforward::disable_direct_dial();
+    }
     cfg
 }
 

@@ -174,8 +174,11 @@ impl ApiServer {
         let server_config = tls::server_config(&tls)?;
         let rustls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(server_config));
         let handle = axum_server::Handle::new();
+        // TCP_NODELAY on every accepted connection: streams (watch, exec, port-forward) write small
+        // frames that must not wait for the client's delayed ACK (40 ms each on Linux).
         let server = axum_server::from_tcp_rustls(listener, rustls)
             .map_err(|source| StartError::Listen { addr, source })?
+            .map(|tls| tls.acceptor(axum_server::accept::NoDelayAcceptor::new()))
             .handle(handle.clone());
         let app = http::router(state);
         let mut tasks = vec![crd::controller::spawn(registry.clone(), cancel.clone())];

@@ -13,6 +13,7 @@ pub mod lifecycle;
 pub mod mirror;
 pub mod node_status;
 mod pod_workers;
+pub mod portforward;
 pub mod prober;
 pub mod runtime;
 pub mod server;

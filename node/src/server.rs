@@ -65,8 +65,8 @@ pub struct ServerState {
     pub token: String,
 }
 
-/// The node endpoint's router: `/containerLogs/{ns}/{pod}/{container}`, `/exec/...` and `/attach/...`,
-/// all behind the bearer token.
+/// The node endpoint's router: `/containerLogs/{ns}/{pod}/{container}`, `/exec/...`, `/attach/...` and
+/// `/portForward/{ns}/{pod}`, all behind the bearer token.
 pub fn router(state: Arc<ServerState>) -> Router {
     Router::new()
         .route(
@@ -75,6 +75,10 @@ pub fn router(state: Arc<ServerState>) -> Router {
         )
         .route("/exec/{namespace}/{pod}/{container}", any(exec))
         .route("/attach/{namespace}/{pod}/{container}", any(attach))
+        .route(
+            "/portForward/{namespace}/{pod}",
+            get(crate::portforward::port_forward),
+        )
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state)
 }
@@ -90,7 +94,10 @@ pub async fn serve(
     listener.set_nonblocking(true)?;
     let handle = axum_server::Handle::new();
     let rustls = axum_server::tls_rustls::RustlsConfig::from_config(tls_config);
-    let server = axum_server::from_tcp_rustls(listener, rustls)?.handle(handle.clone());
+    // TCP_NODELAY: exec and port-forward relay small writes that must not wait for delayed ACKs.
+    let server = axum_server::from_tcp_rustls(listener, rustls)?
+        .map(|tls| tls.acceptor(axum_server::accept::NoDelayAcceptor::new()))
+        .handle(handle.clone());
     let shutdown = {
         let handle = handle.clone();
         async move {

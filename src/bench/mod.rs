@@ -4,7 +4,8 @@
 //! [`api`] always runs (the API server as a child process); `--node` adds [`pod_startup`] (pod start-up on
 //! Docker against Docker alone), `--probes` adds [`probes`] (the probe machinery's cost, the kubelet's API
 //! writes while probes keep passing, and readiness flip latency on Docker), `--dns` adds [`dns`] (the cluster
-//! DNS server's time to a Service resolving and its query times). This module holds the options
+//! DNS server's time to a Service resolving and its query times), `--port-forward` adds [`port_forward`]
+//! (latency and throughput through `kubectl port-forward` against the pod IP). This module holds the options
 //! and what the parts share: starting a child `kubeling`, a client for it, CPU and memory of a process,
 //! percentiles, and watches.
 
@@ -13,6 +14,7 @@ mod controllers;
 mod crd;
 mod dns;
 mod pod_startup;
+mod port_forward;
 mod probes;
 
 use std::path::{Path, PathBuf};
@@ -72,6 +74,16 @@ pub(crate) struct BenchArgs {
     /// Queries to time per kind of name.
     #[arg(long, default_value_t = 1000)]
     pub(crate) dns_queries: usize,
+    /// Also measure port-forward on Docker: per-request latency and echo throughput through
+    /// `kubectl port-forward` against a direct connection to the pod IP (needs kubectl on PATH).
+    #[arg(long)]
+    pub(crate) port_forward: bool,
+    /// Sequential GETs timed each way for the port-forward measurement.
+    #[arg(long, default_value_t = 200)]
+    pub(crate) pf_requests: usize,
+    /// MiB echoed up and back down each way for the port-forward measurement.
+    #[arg(long, default_value_t = 64)]
+    pub(crate) pf_mib: usize,
 }
 
 /// Run every measurement asked for and print the figures.
@@ -89,6 +101,9 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.dns {
         dns::run(&args, tmp.path()).await?;
+    }
+    if args.port_forward {
+        port_forward::run(&args, tmp.path()).await?;
     }
     Ok(())
 }

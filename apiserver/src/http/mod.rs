@@ -8,6 +8,7 @@ mod authz;
 pub mod discovery;
 pub mod openapi;
 pub mod openapi_v2;
+pub mod portforward;
 pub mod proxy;
 pub mod request;
 pub mod reviews;
@@ -374,6 +375,9 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
         Route::NotFound => error_response(&ApiError::no_route()),
         // Log and exec streams go to the node agent; exec needs the request parts for its upgrade.
         Route::Resource(r) if proxy::handles(&parts.method, &r) => proxy::serve(&st, parts, r, query).await,
+        Route::Resource(r) if portforward::handles(&parts.method, &r) => {
+            portforward::serve(&st, parts, r, query).await
+        }
         Route::Resource(r) => {
             let deprecated = deprecation_warning(r.info);
             let resp = match read_body(body).await {

@@ -87,14 +87,14 @@ pub async fn serve(st: &ServerState, parts: Parts, r: ResourceRequest, query: Qu
 }
 
 /// Where a pod's node agent listens, and which container the request is for.
-struct Target {
-    namespace: String,
-    pod: String,
-    container: String,
+pub(super) struct Target {
+    pub(super) namespace: String,
+    pub(super) pod: String,
+    pub(super) container: String,
     /// `host:port`, brackets around an IPv6 host.
-    authority: String,
-    host: String,
-    port: u16,
+    pub(super) authority: String,
+    pub(super) host: String,
+    pub(super) port: u16,
 }
 
 /// Looks up the pod, picks and checks the container, and finds its node's address.
@@ -113,6 +113,17 @@ fn target(st: &ServerState, r: &ResourceRequest, query: &Query) -> Result<Target
             "pod {name} does not have a host assigned"
         )));
     }
+    node_target(st, node_name, namespace, name, container)
+}
+
+/// The [`Target`] on node `node_name` (port-forward has no container: it passes an empty one).
+pub(super) fn node_target(
+    st: &ServerState,
+    node_name: &str,
+    namespace: String,
+    pod: String,
+    container: String,
+) -> Result<Target, ApiError> {
     let nodes =
         resources::find("", "v1", "nodes").ok_or_else(|| ApiError::internal("nodes are not served"))?;
     let node = st.registry.get(nodes, None, node_name)?;
@@ -124,7 +135,7 @@ fn target(st: &ServerState, r: &ResourceRequest, query: &Query) -> Result<Target
     };
     Ok(Target {
         namespace,
-        pod: name,
+        pod,
         container,
         authority,
         host,
@@ -213,7 +224,7 @@ fn node_address(node: &Value) -> Result<(String, u16), ApiError> {
     Ok((host.to_owned(), port))
 }
 
-fn segment(s: &str) -> String {
+pub(super) fn segment(s: &str) -> String {
     utf8_percent_encode(s, NON_ALPHANUMERIC).to_string()
 }
 
@@ -347,7 +358,7 @@ async fn read_limited(mut body: hyper::body::Incoming) -> String {
 }
 
 /// A node's non-success answer as a Status with the node's code and text.
-fn node_refused(code: u16, body: &str) -> ApiError {
+pub(super) fn node_refused(code: u16, body: &str) -> ApiError {
     let reason = match code {
         400 => "BadRequest",
         401 => "Unauthorized",
@@ -368,11 +379,11 @@ fn node_refused(code: u16, body: &str) -> ApiError {
     }
 }
 
-fn node_error(t: &Target, e: impl std::fmt::Display) -> ApiError {
+pub(super) fn node_error(t: &Target, e: impl std::fmt::Display) -> ApiError {
     ApiError::internal(format!("connecting to node at {}: {e}", t.authority))
 }
 
-fn node_token(st: &ServerState) -> Result<&str, ApiError> {
+pub(super) fn node_token(st: &ServerState) -> Result<&str, ApiError> {
     st.node_token
         .as_deref()
         .ok_or_else(|| ApiError::unavailable("no node token is configured: cannot reach node agents"))
@@ -547,11 +558,13 @@ async fn pipe(client: WebSocket, node: NodeSocket, cancel: CancellationToken) {
 }
 
 /// A TCP and TLS connection to the node, offering only HTTP/1.1 (upgrades need it).
-async fn connect(t: &Target) -> Result<TlsStream<TcpStream>, ApiError> {
+pub(super) async fn connect(t: &Target) -> Result<TlsStream<TcpStream>, ApiError> {
     let server_name = ServerName::try_from(t.host.clone()).map_err(|e| node_error(t, e))?;
     let connector = tokio_rustls::TlsConnector::from(client_config());
     let connecting = async {
         let tcp = TcpStream::connect((t.host.as_str(), t.port)).await?;
+        // Before the TLS handshake, whose small writes would otherwise meet the node's delayed ACK.
+        tcp.set_nodelay(true)?;
         connector.connect(server_name, tcp).await
     };
     tokio::time::timeout(NODE_CONNECT_TIMEOUT, connecting)

@@ -584,6 +584,33 @@ impl ContainerRuntime for DockerRuntime {
         })
     }
 
+    async fn copy_file(&self, id: &str, path: &str, mode: u32, data: &[u8]) -> Result<()> {
+        let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+        let dir = if dir.is_empty() { "/" } else { dir };
+        let mut archive = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_mode(mode);
+        header.set_mtime(0);
+        header.set_cksum();
+        let tar = archive
+            .append_data(&mut header, name, data)
+            .and_then(|()| archive.into_inner())
+            .map_err(|err| RuntimeError::Runtime {
+                op: "copy",
+                target: id.to_owned(),
+                message: err.to_string(),
+            })?;
+        let options = bollard::query_parameters::UploadToContainerOptions {
+            path: dir.to_owned(),
+            ..Default::default()
+        };
+        self.docker
+            .upload_to_container(id, Some(options), bollard::body_full(tar.into()))
+            .await
+            .map_err(|err| not_found_or("copy", "container", id, err))
+    }
+
     async fn exec(&self, id: &str, config: &ExecConfig) -> Result<ExecSession> {
         let create = CreateExecOptions {
             cmd: Some(config.cmd.clone()),

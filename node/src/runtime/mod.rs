@@ -783,6 +783,17 @@ pub trait ContainerRuntime: Send + Sync {
         })
     }
 
+    /// Writes `data` as the file `path` (mode `mode`) into a container, running or not (Docker's
+    /// `PUT /containers/{id}/archive`); port-forward puts its helper into sandboxes this way.
+    async fn copy_file(&self, id: &str, path: &str, mode: u32, _data: &[u8]) -> Result<()> {
+        let _ = (path, mode);
+        Err(RuntimeError::Runtime {
+            op: "copy",
+            target: id.to_owned(),
+            message: "this runtime cannot copy files into containers".to_owned(),
+        })
+    }
+
     /// CRI `ExecSync`, for exec probes and hooks: run without stdin or tty, buffer the output, and give
     /// up after `timeout` (the process may keep running, as with upstream's Docker exec).
     async fn exec_sync(&self, id: &str, cmd: &[String], timeout: Option<Duration>) -> Result<ExecOutput> {

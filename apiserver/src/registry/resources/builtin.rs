@@ -53,6 +53,13 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
                 verbs: &["create", "get"],
                 group_version: None,
             },
+            // Served by http/portforward (SPDY or the channel protocol), relayed through the node agent.
+            Subresource {
+                name: "portforward",
+                kind: "PodPortForwardOptions",
+                verbs: &["create", "get"],
+                group_version: None,
+            },
             // registry/eviction: a delete that honours PodDisruptionBudgets.
             Subresource {
                 name: "eviction",
