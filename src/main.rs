@@ -434,6 +434,7 @@ async fn serve(
         )));
         let mut cfg = agent_config(&data_dir.join("node"), &opts);
         cfg.node_token = server.tls.token.clone();
+        cfg.apiserver = Some(server.addr);
         if cfg.static_pod_path.is_none() {
             cfg.static_pod_path = Some(data_dir.join("manifests"));
         }
