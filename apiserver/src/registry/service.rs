@@ -1,8 +1,8 @@
 //! The service strategy: defaulting and cluster IP / node port allocation (upstream
 //! `pkg/registry/core/service`), and the `kubernetes` service in `default`.
 //!
-//! Deliberate difference: IPs are allocated lowest-free-first from 10.96.0.0/12 (upstream is random); nothing
-//! routes to them yet (no kube-proxy), they are there so that objects and `kubectl get svc` look as upstream.
+//! Deliberate difference: IPs are allocated lowest-free-first from 10.96.0.0/12 (upstream is random). The node
+//! agent's proxy (`node/src/proxy`) routes them.
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
