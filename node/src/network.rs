@@ -323,6 +323,15 @@ pub async fn ensure_gateway(
     Ok(())
 }
 
+/// Removes a cluster's gateway container and network (best effort: a network with containers stays).
+pub async fn remove(docker: &Docker, cluster_id: &str) {
+    let options = RemoveContainerOptionsBuilder::new().force(true).build();
+    let _ = docker
+        .remove_container(&gateway_name(cluster_id), Some(options))
+        .await;
+    let _ = docker.remove_network(&network_name(cluster_id)).await;
+}
+
 /// Removes the networks (and gateway containers) of clusters whose data dir no longer holds a cluster id:
 /// their data is gone, so nothing will use them again. A network that still has containers stays.
 pub async fn remove_orphans(docker: &Docker) {

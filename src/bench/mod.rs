@@ -12,6 +12,7 @@ mod controllers;
 mod crd;
 mod pod_startup;
 mod probes;
+mod services;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -64,6 +65,16 @@ pub(crate) struct BenchArgs {
     /// Replicas of the Docker Deployment.
     #[arg(long, default_value_t = 20)]
     pub(crate) docker_replicas: usize,
+    /// Also measure Services: HTTP through a ClusterIP against straight to the pod IP, from a pod on Docker
+    /// (`kubeling up`; builds the kubeling/testbox:0.1 image when it is missing).
+    #[arg(long)]
+    pub(crate) services: bool,
+    /// HTTP requests per path for the Services measurement.
+    #[arg(long, default_value_t = 2000)]
+    pub(crate) service_requests: usize,
+    /// Client threads for the Services measurement.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) service_concurrency: usize,
 }
 
 /// Run every measurement asked for and print the figures.
@@ -78,6 +89,9 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.controllers {
         controllers::run(&args, tmp.path()).await?;
+    }
+    if args.services {
+        services::run(&args, tmp.path()).await?;
     }
     Ok(())
 }
@@ -282,6 +296,8 @@ async fn remove_cluster_containers(node_dir: &Path) -> anyhow::Result<()> {
     for c in leftovers.list(&ListFilter::all()).await? {
         let _ = leftovers.remove_container(&c.id).await;
     }
+    // The cluster's service gateway and Docker network.
+    node::network::remove(leftovers.client(), cluster.trim()).await;
     Ok(())
 }
 

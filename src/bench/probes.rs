@@ -15,7 +15,7 @@
 //!    again to the pod's Ready condition True seen by a watch.
 
 #[path = "../../fixtures/testbox/image.rs"]
-mod testbox_image;
+pub(super) mod testbox_image;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
