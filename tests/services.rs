@@ -201,6 +201,62 @@ fn cluster_ip_spreads_requests_over_ready_replicas_and_skips_an_unready_one() {
 }
 
 #[test]
+fn a_new_ready_endpoint_gets_requests_within_a_second() {
+    let c = shared();
+    let ns = "svc-new";
+    namespace_with_client(&c, ns);
+    deploy(
+        &c,
+        ns,
+        "grow",
+        1,
+        "[serve]",
+        true,
+        "  ports:\n  - port: 80\n    targetPort: 8080\n",
+    );
+    let first = pod_names(&c, ns, "grow");
+    let url = format!("http://{}/", cluster_ip(&c, ns, "grow"));
+    eventually(WAIT, "the first replica answering", || {
+        get_from_client(&c, ns, &url)
+    });
+    c.ok(&["scale", "-n", ns, "deploy/grow", "--replicas=2"]);
+    // The moment the new pod's endpoint is ready in its EndpointSlice (what the proxy watches).
+    let new_pod = eventually(WAIT, "the new replica's endpoint ready", || {
+        let slices = c.ok(&[
+            "get",
+            "endpointslices",
+            "-n",
+            ns,
+            "-l",
+            "kubernetes.io/service-name=grow",
+            "-o",
+            "json",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&slices).unwrap();
+        v["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+            .find(|e| {
+                e["conditions"]["ready"] == true
+                    && !first.contains(e["targetRef"]["name"].as_str().unwrap_or(""))
+            })
+            .map(|e| e["targetRef"]["name"].as_str().unwrap_or("").to_string())
+    });
+    let ready_at = std::time::Instant::now();
+    // Round robin over two endpoints: one of the first two requests lands on the new pod if the proxy knows it.
+    let started = eventually(WAIT, "a request reaching the new replica", || {
+        let started = ready_at.elapsed();
+        (get_from_client(&c, ns, &url).as_deref() == Some(new_pod.as_str())).then_some(started)
+    });
+    assert!(
+        started < Duration::from_secs(1),
+        "the first request to reach {new_pod} was sent {started:?} after its endpoint was ready"
+    );
+}
+
+#[test]
 fn session_affinity_client_ip_sends_one_client_to_one_pod() {
     let c = shared();
     let ns = "svc-affinity";
@@ -425,7 +481,7 @@ fn pod_ip(c: &Cluster, ns: &str, pod: &str) -> String {
 }
 
 #[test]
-fn a_kubeling_restart_keeps_pod_ips_and_services_routing() {
+fn a_kubeling_restart_keeps_pod_ips_and_services_routing_and_a_removed_gateway_comes_back() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let ns = "svc-restart";
@@ -461,6 +517,18 @@ fn a_kubeling_restart_keeps_pod_ips_and_services_routing() {
     assert_eq!(body, web_pod);
     assert_eq!(pod_ip(&c, ns, &web_pod), ip_before);
     assert!(ip_before.starts_with("10.11"), "{ip_before}");
+
+    // A removed gateway container comes back and Services route again.
+    let id = std::fs::read_to_string(dir.join("node/cluster-id")).unwrap();
+    let removed = Command::new("docker")
+        .args(["rm", "-f", &format!("kubeling-gateway-{}", id.trim())])
+        .output()
+        .unwrap();
+    assert!(removed.status.success());
+    let body = eventually(WAIT, "an answer after the gateway was removed", || {
+        get_from_client(&c, ns, &url)
+    });
+    assert_eq!(body, web_pod);
     drop(c);
     drop(tmp);
 }

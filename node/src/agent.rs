@@ -132,6 +132,12 @@ pub async fn run(client: kube::Client, cfg: AgentConfig, cancel: CancellationTok
     let (docker, proxy) = if cfg.services {
         match setup_network(&docker, &owner.cluster, &cfg).await {
             Ok(net) => {
+                tokio::spawn(keep_gateway(
+                    docker.clone(),
+                    owner.cluster.clone(),
+                    net.clone(),
+                    cancel.clone(),
+                ));
                 let proxy = crate::proxy::ProxyConfig {
                     host_ip: net.host_ip,
                     gateway_control: (net.gateway_ip, crate::network::GATEWAY_CONTROL_PORT).into(),
@@ -213,6 +219,24 @@ async fn setup_network(
     let net = crate::network::ensure_network(docker.client(), cluster, &cfg.data_dir).await?;
     crate::network::ensure_gateway(docker, cluster, &net).await?;
     Ok(net)
+}
+
+/// Re-creates the service gateway when it is gone or stopped (someone removed it, Docker restarted).
+async fn keep_gateway(
+    docker: DockerRuntime,
+    cluster: String,
+    net: crate::network::ClusterNetwork,
+    cancel: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+        }
+        if let Err(e) = crate::network::ensure_gateway(&docker, &cluster, &net).await {
+            tracing::warn!(error = %e, "cannot restore the service gateway");
+        }
+    }
 }
 
 /// Starts the manifest directory and manifest URL sources that are configured; returns the channel their
