@@ -517,6 +517,16 @@ fn a_kubeling_restart_keeps_pod_ips_and_services_routing_and_a_removed_gateway_c
     assert_eq!(body, web_pod);
     assert_eq!(pod_ip(&c, ns, &web_pod), ip_before);
     assert!(ip_before.starts_with("10.11"), "{ip_before}");
+    let restarts = c.ok(&[
+        "get",
+        "pod",
+        &web_pod,
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.status.containerStatuses[0].restartCount}",
+    ]);
+    assert_eq!(restarts.trim(), "0", "the container was not restarted");
 
     // A removed gateway container comes back and Services route again.
     let id = std::fs::read_to_string(dir.join("node/cluster-id")).unwrap();
