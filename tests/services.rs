@@ -257,6 +257,33 @@ fn a_new_ready_endpoint_gets_requests_within_a_second() {
 }
 
 #[test]
+fn a_service_without_ready_endpoints_refuses_connections() {
+    let c = shared();
+    let ns = "svc-empty";
+    namespace_with_client(&c, ns);
+    let svc = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: nobody\n  namespace: {ns}\nspec:\n  selector: {{app: nobody}}\n  ports:\n  - port: 80\n"
+    );
+    c.ok_stdin(&["apply", "-f", "-"], &svc);
+    let target = format!("{}:80", cluster_ip(&c, ns, "nobody"));
+    let out = c.kubectl(&[
+        "exec",
+        "-n",
+        ns,
+        "client",
+        "--",
+        "testbox",
+        "connect",
+        &target,
+        "--timeout",
+        "5",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "connected to a Service without endpoints");
+    assert!(stderr.contains("refused"), "{stderr}");
+}
+
+#[test]
 fn session_affinity_client_ip_sends_one_client_to_one_pod() {
     let c = shared();
     let ns = "svc-affinity";

@@ -177,10 +177,13 @@ where
 
 use kube::runtime::watcher::watcher;
 
-/// The gateway's listener set for `table`: `B`, one `T|U IP PORT` line per Service port, `.`.
+/// The gateway's listener set for `table`: `B`, one `T|U IP PORT` line per Service port with a ready
+/// endpoint, `.`. A port without one is not listened on, so a client is refused at once (TCP reset, ICMP
+/// port unreachable), as kube-proxy's REJECT rule for Services without endpoints does.
 pub fn gateway_set(table: &[ServicePort]) -> String {
     let mut lines: Vec<String> = table
         .iter()
+        .filter(|p| !p.endpoints.is_empty())
         .map(|p| {
             let proto = if p.id.protocol == Protocol::Tcp { "T" } else { "U" };
             format!("{proto} {} {}\n", p.cluster_ip, p.port)
@@ -729,11 +732,16 @@ mod tests {
     }
 
     #[test]
-    fn the_gateway_set_lists_each_service_port_once() {
+    fn the_gateway_set_lists_each_service_port_with_endpoints_once() {
+        let with_endpoint = |mut p: ServicePort| {
+            p.endpoints = vec!["10.112.2.3:8080".parse().unwrap()];
+            p
+        };
         let table = [
-            port("a", [10, 96, 0, 20], 80, Protocol::Tcp, None, false),
-            port("dns", [10, 96, 0, 10], 53, Protocol::Udp, None, false),
-            port("dns", [10, 96, 0, 10], 53, Protocol::Tcp, None, false),
+            with_endpoint(port("a", [10, 96, 0, 20], 80, Protocol::Tcp, None, false)),
+            port("empty", [10, 96, 0, 21], 80, Protocol::Tcp, None, false),
+            with_endpoint(port("dns", [10, 96, 0, 10], 53, Protocol::Udp, None, false)),
+            with_endpoint(port("dns", [10, 96, 0, 10], 53, Protocol::Tcp, None, false)),
         ];
         assert_eq!(
             gateway_set(&table),
