@@ -129,10 +129,15 @@ async fn measure(args: &BenchArgs, kubeconfig: &Path, image: &str) -> anyhow::Re
     let service_url = format!("http://{cluster_ip}/");
     // Warm-up (the endpoint reaches the proxy; first connections).
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while load(service_url.clone(), 20).map(|l| l.failed).unwrap_or(1) > 0 {
+    loop {
+        let last = match load(service_url.clone(), 20) {
+            Ok(l) if l.failed == 0 => break,
+            Ok(l) => format!("{l:?}"),
+            Err(e) => e.to_string(),
+        };
         anyhow::ensure!(
             std::time::Instant::now() < deadline,
-            "the ClusterIP never answered"
+            "the ClusterIP never answered: {last}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -160,7 +165,6 @@ async fn measure(args: &BenchArgs, kubeconfig: &Path, image: &str) -> anyhow::Re
         super::ms(service.p50.saturating_sub(direct.p50)),
         service.rps / direct.rps.max(1e-9) * 100.0
     );
-    let _ = direct.requests + service.requests;
     Ok(())
 }
 
