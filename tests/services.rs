@@ -569,3 +569,43 @@ fn a_kubeling_restart_keeps_pod_ips_and_services_routing_and_a_removed_gateway_c
     drop(c);
     drop(tmp);
 }
+
+#[test]
+fn the_network_of_a_deleted_cluster_goes_at_the_next_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let name = {
+        let mut c = Cluster::start_in(&dir, 0, "up");
+        let (name, _) = eventually(WAIT, "the cluster's network", || {
+            std::panic::catch_unwind(|| network_of(&c)).ok()
+        });
+        // Stop kubeling and leave its gateway and network behind (a Cluster's Drop would remove them).
+        c.terminate();
+        std::mem::forget(c);
+        name
+    };
+    let exists = |name: &str| {
+        Command::new("docker")
+            .args(["network", "inspect", name])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(exists(&name));
+    // The data dir goes; the next start of any kubeling removes what is left of that cluster.
+    drop(tmp);
+    let _next = Cluster::up();
+    eventually(WAIT, "the deleted cluster's network removed", || {
+        (!exists(&name)).then_some(())
+    });
+    let gateway = name.replacen("kubeling-", "kubeling-gateway-", 1);
+    let inspect = Command::new("docker")
+        .args(["inspect", &gateway])
+        .output()
+        .unwrap();
+    assert!(
+        !inspect.status.success(),
+        "the deleted cluster's gateway {gateway} is still there"
+    );
+}
