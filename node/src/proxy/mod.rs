@@ -784,6 +784,104 @@ mod tests {
         assert_eq!(parse_udp_header(&datagram[..11]), None);
     }
 
+    /// A Shared whose TCP and UDP Service 10.96.0.20:80 has `endpoints`.
+    fn shared_with(endpoints: Vec<SocketAddr>) -> SharedRef {
+        let mut tcp = port("web", [10, 96, 0, 20], 80, Protocol::Tcp, None, false);
+        tcp.endpoints = endpoints.clone();
+        let mut udp = port("web", [10, 96, 0, 20], 80, Protocol::Udp, None, false);
+        udp.endpoints = endpoints;
+        let shared: SharedRef = Arc::default();
+        {
+            let mut s = lock(&shared);
+            for p in [&tcp, &udp] {
+                s.by_vip
+                    .insert((p.cluster_ip, p.port, p.id.protocol), p.id.clone());
+            }
+            s.balancer.update(&[tcp, udp]);
+        }
+        shared
+    }
+
+    #[tokio::test]
+    async fn a_gateway_connection_reaches_an_endpoint_after_a_refused_one() {
+        // One endpoint refuses (a closed port), the other echoes: the dial moves on to it.
+        let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let refused = closed.local_addr().unwrap();
+        drop(closed);
+        let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let echo_addr = echo.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = echo.accept().await.unwrap();
+            let (mut r, mut w) = s.split();
+            let _ = tokio::io::copy(&mut r, &mut w).await;
+        });
+        // The refused one is first in the rotation.
+        let shared = shared_with(vec![refused, echo_addr]);
+        let data = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let data_addr = data.local_addr().unwrap();
+        tokio::spawn(serve_gateway_tcp(data, shared, CancellationToken::new()));
+        let mut conn = TcpStream::connect(data_addr).await.unwrap();
+        conn.write_all(b"PROXY TCP4 10.112.6.3 10.96.0.20 40000 80\r\nhello")
+            .await
+            .unwrap();
+        conn.shutdown().await.unwrap();
+        let mut got = Vec::new();
+        conn.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"hello");
+    }
+
+    #[tokio::test]
+    async fn a_connection_to_an_unknown_service_is_closed() {
+        let shared = shared_with(vec![]);
+        let data = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let data_addr = data.local_addr().unwrap();
+        tokio::spawn(serve_gateway_tcp(data, shared, CancellationToken::new()));
+        let mut conn = TcpStream::connect(data_addr).await.unwrap();
+        conn.write_all(b"PROXY TCP4 10.112.6.3 10.96.0.99 40000 80\r\nhello")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        let _ = conn.read_to_end(&mut got).await;
+        assert!(got.is_empty());
+    }
+
+    #[tokio::test]
+    async fn udp_from_the_gateway_goes_to_an_endpoint_and_the_answer_comes_back_with_the_header() {
+        let backend = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let backend_addr = backend.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 64];
+            let (n, from) = backend.recv_from(&mut buf).await.unwrap();
+            let mut reply = b"re:".to_vec();
+            reply.extend_from_slice(&buf[..n]);
+            backend.send_to(&reply, from).await.unwrap();
+        });
+        let shared = shared_with(vec![backend_addr]);
+        let proxy = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let proxy_addr = proxy.local_addr().unwrap();
+        tokio::spawn(serve_udp(
+            proxy,
+            UdpSource::Gateway,
+            shared,
+            CancellationToken::new(),
+        ));
+        let gateway = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let client: SocketAddrV4 = "10.112.6.3:5353".parse().unwrap();
+        let service: SocketAddrV4 = "10.96.0.20:80".parse().unwrap();
+        let mut datagram = udp_header(client, service).to_vec();
+        datagram.extend_from_slice(b"ping");
+        gateway.send_to(&datagram, proxy_addr).await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(5), gateway.recv(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            parse_udp_header(&buf[..n]),
+            Some((client, service, &b"re:ping"[..]))
+        );
+    }
+
     #[test]
     fn host_ports_and_load_balancer_outcomes() {
         let table = [
