@@ -27,7 +27,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher::{self, Event, watcher};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -174,8 +174,6 @@ where
 {
     store.state().iter().map(|k| (**k).clone()).collect()
 }
-
-use kube::runtime::watcher::watcher;
 
 /// The gateway's listener set for `table`: `B`, one `T|U IP PORT` line per Service port with a ready
 /// endpoint, `.`. A port without one is not listened on, so a client is refused at once (TCP reset, ICMP
