@@ -1,31 +1,35 @@
-//! Builds kubeling's pause binary (`pause/pause.c`) as a static executable in `OUT_DIR`, so the node agent
-//! can embed it with `include_bytes!` and make its own sandbox image with no registry. The binary runs in a
+//! Builds kubeling's pause binary (`pause/pause.c`), service gateway (`pause/gateway.c`) and port-forward
+//! helper (`pause/forward.c`, exec'd inside sandboxes by `src/portforward/helper.rs`) as static
+//! executables in `OUT_DIR`, so the node agent can embed them with `include_bytes!` and make its own sandbox
+//! and gateway images with no registry. The binary runs in a
 //! `FROM scratch` image, so it must have no dynamic loader: a compiler that cannot link statically fails the
 //! build here, with a message, rather than producing an image whose every pod dies with "no such file".
 //!
-//! Its SHA-256 goes to the crate as `KUBELING_PAUSE_SHA256`; the image is labelled with it so a stale image
+//! Their SHA-256 go to the crate as `KUBELING_PAUSE_SHA256` and `KUBELING_GATEWAY_SHA256`; the image is labelled with it so a stale image
 //! from an older kubeling is noticed and rebuilt. (No sha2 in build-dependencies, hence the small one below.)
 
 use std::env;
 use std::path::PathBuf;
 
 const SOURCE: &str = "pause/pause.c";
-/// The port-forward helper, exec'd inside sandboxes (node/src/portforward/helper.rs).
 const FORWARD_SOURCE: &str = "pause/forward.c";
 
 fn main() {
     println!("cargo:rerun-if-changed={SOURCE}");
+    println!("cargo:rerun-if-changed=pause/gateway.c");
+    println!("cargo:rerun-if-changed=pause/route.h");
     println!("cargo:rerun-if-changed={FORWARD_SOURCE}");
     println!("cargo:rerun-if-changed=build.rs");
-
-    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let binary = compile(SOURCE, &out_dir.join("pause"));
-    println!("cargo:rustc-env=KUBELING_PAUSE_SHA256={}", hex(&sha256(&binary)));
-    compile(FORWARD_SOURCE, &out_dir.join("forward"));
+    let pause = build_static("pause", SOURCE);
+    println!("cargo:rustc-env=KUBELING_PAUSE_SHA256={pause}");
+    let gateway = build_static("gateway", "pause/gateway.c");
+    println!("cargo:rustc-env=KUBELING_GATEWAY_SHA256={gateway}");
+    build_static("forward", FORWARD_SOURCE);
 }
 
-/// Compiles `source` into the static executable `out` and returns its bytes.
-fn compile(source: &str, out: &std::path::Path) -> Vec<u8> {
+/// Compiles `source` into `OUT_DIR/name` as a static executable; returns its SHA-256, hex.
+fn build_static(name: &str, source: &str) -> String {
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join(name);
     // cc picks the C compiler for the target (CC, CC_<target>, cross toolchains); it builds libraries, not
     // executables, so we only borrow its compiler and link the program ourselves.
     // The same flags in every cargo profile: the binary (and so the image) must not differ between a debug
@@ -38,7 +42,7 @@ fn compile(source: &str, out: &std::path::Path) -> Vec<u8> {
         .get_compiler();
     let mut cmd = compiler.to_command();
     cmd.args(["-static", "-Os", "-s", "-Wall", "-Wextra", "-o"])
-        .arg(out)
+        .arg(&out)
         .arg(source);
     let output = cmd.output().unwrap_or_else(|err| {
         fail(&format!("cannot run the C compiler {:?}: {err}", compiler.path()));
@@ -52,13 +56,13 @@ fn compile(source: &str, out: &std::path::Path) -> Vec<u8> {
         ));
     }
     let binary =
-        std::fs::read(out).unwrap_or_else(|err| fail(&format!("cannot read {}: {err}", out.display())));
+        std::fs::read(&out).unwrap_or_else(|err| fail(&format!("cannot read {}: {err}", out.display())));
     if has_interpreter(&binary) {
         fail(&format!(
             "the compiler produced a dynamically linked binary from {source}; it must be static to run FROM scratch"
         ));
     }
-    binary
+    hex(&sha256(&binary))
 }
 
 fn fail(reason: &str) -> ! {

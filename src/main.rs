@@ -522,6 +522,7 @@ async fn serve(
         if cfg.dns.cluster_dns.is_empty() {
             cfg.dns.cluster_dns = vec![dns::DEFAULT_CLUSTER_DNS_IP.to_string()];
         }
+        cfg.apiserver = Some(server.addr);
         if cfg.static_pod_path.is_none() {
             cfg.static_pod_path = Some(data_dir.join("manifests"));
         }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(90);
 /// Built by the node agent at start; its container runs until stopped and is Ready at once.
-const IMAGE: &str = "kubeling/pause:3.10";
+const IMAGE: &str = "kubeling/pause:3.10-1";
 
 /// kubectl in one namespace.
 struct Ns<'a> {

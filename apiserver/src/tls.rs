@@ -33,8 +33,18 @@ const TOKEN: &str = "token";
 
 const CA_COMMON_NAME: &str = "kubeling-ca";
 const SERVING_COMMON_NAME: &str = "kubeling-apiserver";
-/// Always in the serving certificate: what kubeconfigs written by `main` point at.
-const BASE_SANS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+/// Always in the serving certificate: what kubeconfigs written by `main` point at, and what in-cluster clients
+/// dial (the `kubernetes` Service's ClusterIP and DNS names, as kube-apiserver adds them).
+const BASE_SANS: [&str; 8] = [
+    "localhost",
+    "127.0.0.1",
+    "::1",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+    "10.96.0.1",
+];
 
 pub(crate) const SECRET_MODE: u32 = 0o600;
 const PUBLIC_MODE: u32 = 0o644;
@@ -488,7 +498,13 @@ mod tests {
     fn handshake_negotiates_h2_for_loopback_names() {
         let tmp = tempfile::tempdir().unwrap();
         let m = load_or_create(tmp.path(), &[]).unwrap();
-        for name in ["localhost", "127.0.0.1", "::1"] {
+        for name in [
+            "localhost",
+            "127.0.0.1",
+            "::1",
+            "10.96.0.1",
+            "kubernetes.default.svc",
+        ] {
             assert_eq!(
                 handshake(&m, name).unwrap().as_deref(),
                 Some(&b"h2"[..]),

@@ -8,8 +8,15 @@
  *
  * Built statically by node/build.rs and copied into a FROM-scratch image, so it cannot rely on a
  * shell, a dynamic loader or any file in the image besides itself.
+ *
+ * kubeling addition: `--route CIDR GATEWAY` first adds that route in the pod's network namespace (the
+ * Service range through kubeling's gateway container; the sandbox gets CAP_NET_ADMIN for it, app
+ * containers do not). A failure is reported and the pod keeps running without Service routing.
  */
+#include "route.h"
+
 #include <errno.h>
+#include <stdio.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/types.h>
@@ -68,7 +75,24 @@ int main(int argc, char **argv) {
             say(STDOUT_FILENO, "pause " PAUSE_VERSION "\n");
             return 0;
         }
-        say(STDERR_FILENO, "pause: unknown argument (only -v is understood)\n");
+        if (strcmp(argv[i], "--route") == 0 && i + 2 < argc) {
+            struct in_addr dst, gw;
+            int prefix = 0;
+            if (parse_cidr(argv[i + 1], &dst, &prefix) < 0 || inet_pton(AF_INET, argv[i + 2], &gw) != 1) {
+                say(STDERR_FILENO, "pause: --route wants CIDR GATEWAY\n");
+                return 2;
+            }
+            int err = add_route(dst, prefix, &gw);
+            if (err < 0) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "pause: cannot add the route %s via %s: %s\n", argv[i + 1], argv[i + 2],
+                         strerror(-err));
+                say(STDERR_FILENO, msg);
+            }
+            i += 2;
+            continue;
+        }
+        say(STDERR_FILENO, "pause: unknown argument (only -v and --route CIDR GATEWAY are understood)\n");
         return 2;
     }
 

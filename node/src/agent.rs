@@ -41,6 +41,11 @@ pub struct AgentConfig {
     pub http_check_frequency: Duration,
     /// Pods' DNS: `--cluster-dns`, `--cluster-domain`, `--resolv-conf`.
     pub dns: crate::dns::DnsSettings,
+    /// Put pods on the cluster's own Docker network and run the Service proxy (off: Docker's default bridge,
+    /// no Services).
+    pub services: bool,
+    /// The API server's address on this host, for the `kubernetes` Service's endpoints; none leaves them.
+    pub apiserver: Option<std::net::SocketAddr>,
 }
 
 /// upstream: `fileCheckFrequency` and `httpCheckFrequency` default to 20 s.
@@ -62,6 +67,8 @@ impl AgentConfig {
             manifest_url_headers: Vec::new(),
             http_check_frequency: DEFAULT_CHECK_FREQUENCY,
             dns: Default::default(),
+            services: true,
+            apiserver: None,
         }
     }
 }
@@ -113,8 +120,50 @@ pub async fn run(client: kube::Client, cfg: AgentConfig, cancel: CancellationTok
             }
         }
     };
-    if let Err(e) = docker.ensure_pause_image(&cfg.pause_image).await {
-        tracing::error!(image = %cfg.pause_image, error = %e, "cannot make the pause image");
+    let own_pause = match docker.ensure_pause_image(&cfg.pause_image).await {
+        Ok(image) => image
+            .labels
+            .contains_key(crate::runtime::naming::LABEL_KUBELING_PAUSE),
+        Err(e) => {
+            tracing::error!(image = %cfg.pause_image, error = %e, "cannot make the pause image");
+            false
+        }
+    };
+    if !own_pause && cfg.services {
+        tracing::warn!(image = %cfg.pause_image, "not kubeling's pause image: pods get no route to Services");
+    }
+    let (docker, proxy) = if cfg.services {
+        match setup_network(&docker, &owner.cluster, &cfg).await {
+            Ok(net) => {
+                tokio::spawn(keep_gateway(
+                    docker.clone(),
+                    owner.cluster.clone(),
+                    net.clone(),
+                    cancel.clone(),
+                ));
+                let proxy = crate::proxy::ProxyConfig {
+                    host_ip: net.host_ip,
+                    gateway_control: (net.gateway_ip, crate::network::GATEWAY_CONTROL_PORT).into(),
+                    node_listen_ip: std::net::Ipv4Addr::LOCALHOST,
+                    apiserver: cfg.apiserver,
+                };
+                (docker.with_pod_network(net.pod_network(own_pause)), Some(proxy))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot set up the cluster network; pods use Docker's default bridge and Services do not route");
+                (docker, None)
+            }
+        }
+    } else {
+        (docker, None)
+    };
+    if let Some(proxy) = proxy {
+        let (client, cancel) = (client.clone(), cancel.clone());
+        tokio::spawn(async move {
+            if let Err(e) = crate::proxy::run(client, proxy, cancel).await {
+                tracing::error!(error = %e, "the service proxy stopped");
+            }
+        });
     }
     let runtime: Arc<dyn ContainerRuntime> = Arc::new(docker);
     // The node's own endpoint (logs, exec): a free port unless one is given, a self-signed certificate
@@ -161,6 +210,37 @@ pub async fn run(client: kube::Client, cfg: AgentConfig, cancel: CancellationTok
     let pods = kubelet.run(static_updates, &static_sources, cancel);
     let (_, _, served) = tokio::join!(status, pods, server);
     served
+}
+
+/// The cluster's Docker network and its service gateway (see `crate::network`); networks of deleted clusters
+/// are removed first.
+async fn setup_network(
+    docker: &DockerRuntime,
+    cluster: &str,
+    cfg: &AgentConfig,
+) -> Result<crate::network::ClusterNetwork, crate::network::NetworkError> {
+    crate::network::remove_orphans(docker.client()).await;
+    let net = crate::network::ensure_network(docker.client(), cluster, &cfg.data_dir).await?;
+    crate::network::ensure_gateway(docker, cluster, &net).await?;
+    Ok(net)
+}
+
+/// Re-creates the service gateway when it is gone or stopped (someone removed it, Docker restarted).
+async fn keep_gateway(
+    docker: DockerRuntime,
+    cluster: String,
+    net: crate::network::ClusterNetwork,
+    cancel: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+        }
+        if let Err(e) = crate::network::ensure_gateway(&docker, &cluster, &net).await {
+            tracing::warn!(error = %e, "cannot restore the service gateway");
+        }
+    }
 }
 
 /// Starts the manifest directory and manifest URL sources that are configured; returns the channel their

@@ -16,6 +16,7 @@ mod dns;
 mod pod_startup;
 mod port_forward;
 mod probes;
+mod services;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -84,6 +85,16 @@ pub(crate) struct BenchArgs {
     /// MiB echoed up and back down each way for the port-forward measurement.
     #[arg(long, default_value_t = 64)]
     pub(crate) pf_mib: usize,
+    /// Also measure Services: HTTP through a ClusterIP against straight to the pod IP, from a pod on Docker
+    /// (`kubeling up`; builds the kubeling/testbox:0.1 image when it is missing).
+    #[arg(long)]
+    pub(crate) services: bool,
+    /// HTTP requests per path for the Services measurement.
+    #[arg(long, default_value_t = 2000)]
+    pub(crate) service_requests: usize,
+    /// Client threads for the Services measurement.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) service_concurrency: usize,
 }
 
 /// Run every measurement asked for and print the figures.
@@ -104,6 +115,9 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.port_forward {
         port_forward::run(&args, tmp.path()).await?;
+    }
+    if args.services {
+        services::run(&args, tmp.path()).await?;
     }
     Ok(())
 }
@@ -308,6 +322,8 @@ async fn remove_cluster_containers(node_dir: &Path) -> anyhow::Result<()> {
     for c in leftovers.list(&ListFilter::all()).await? {
         let _ = leftovers.remove_container(&c.id).await;
     }
+    // The cluster's service gateway and Docker network.
+    node::network::remove(leftovers.client(), cluster.trim()).await;
     Ok(())
 }
 

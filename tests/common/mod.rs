@@ -356,6 +356,14 @@ pub fn remove_cluster_containers(node_dir: &Path) {
     if !ids.is_empty() {
         let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
     }
+    // The cluster's service gateway and Docker network (node/src/network.rs), once its pods are gone.
+    let id = id.trim();
+    let _ = Command::new("docker")
+        .args(["rm", "-f", &format!("kubeling-gateway-{id}")])
+        .output();
+    let _ = Command::new("docker")
+        .args(["network", "rm", &format!("kubeling-{id}")])
+        .output();
 }
 
 /// `kubeling node --kubeconfig K --data-dir D <args>` started by hand: killed when dropped, and its

@@ -5,7 +5,8 @@
 //! take the upper band first and the lower, static band (the first `min(max(16, size/16), 256)` addresses)
 //! only when the upper one is full; index 1 is the `kubernetes` Service's and index 10 the cluster DNS's
 //! (`kube-dns`, kubeadm `GetDNSIP`), which is never handed out dynamically, only to a request naming it.
-//! Deliberate difference: lowest-free-first within a band (upstream is random), so IPs are predictable.
+//! Deliberate difference: lowest-free-first within a band (upstream is random), so IPs are predictable. The node
+//! agent's proxy (`node/src/proxy`) routes them.
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;

@@ -37,8 +37,8 @@ use super::{
 };
 
 /// The sandbox image kubeling builds for itself. The tag follows the upstream pause version it mirrors
-/// (cri-dockerd's default is `registry.k8s.io/pause:3.10`).
-pub const DEFAULT_PAUSE_IMAGE: &str = "kubeling/pause:3.10";
+/// (cri-dockerd's default is `registry.k8s.io/pause:3.10`); `-1`: kubeling's pause also understands `--route`.
+pub const DEFAULT_PAUSE_IMAGE: &str = "kubeling/pause:3.10-1";
 
 /// The static pause executable compiled by `build.rs` from `pause/pause.c`.
 pub const PAUSE_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pause"));
@@ -68,6 +68,21 @@ const EXEC_EXIT_POLL_TRIES: u32 = 5;
 pub struct DockerRuntime {
     docker: Docker,
     owner: Owner,
+    pod_network: Option<PodNetwork>,
+}
+
+/// The cluster's own Docker network that sandboxes join (see `crate::network`), and the route each sandbox's
+/// pause adds to reach Services.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodNetwork {
+    /// The Docker network's name.
+    pub name: String,
+    /// The Service range (`10.96.0.0/12`).
+    pub service_cidr: String,
+    /// The gateway container's IP on that network, the next hop for the Service range.
+    pub gateway_ip: String,
+    /// The pause image is kubeling's own (it understands `--route`); another pause image gets no route.
+    pub route: bool,
 }
 
 impl DockerRuntime {
@@ -85,7 +100,18 @@ impl DockerRuntime {
 
     /// Wraps an existing client; its timeout should be [`CLIENT_TIMEOUT`] or more.
     pub fn with_client(docker: Docker, owner: Owner) -> Self {
-        Self { docker, owner }
+        Self {
+            docker,
+            owner,
+            pod_network: None,
+        }
+    }
+
+    /// Sandboxes created from now on join `network` (instead of Docker's default bridge), and their pause
+    /// routes the Service range through the gateway container.
+    pub fn with_pod_network(mut self, network: PodNetwork) -> Self {
+        self.pod_network = Some(network);
+        self
     }
 
     /// The cluster and node this runtime stamps on and lists.
@@ -102,22 +128,44 @@ impl DockerRuntime {
     /// built from a different binary. An image of that name without our label is someone else's pause image
     /// (say `registry.k8s.io/pause:3.10`, loaded by hand): it is used as it is.
     pub async fn ensure_pause_image(&self, name: &str) -> Result<ImageInfo> {
+        self.ensure_embedded_image(
+            name,
+            LABEL_KUBELING_PAUSE,
+            PAUSE_BINARY_SHA256,
+            "pause",
+            PAUSE_BINARY,
+        )
+        .await
+    }
+
+    /// Makes sure the image `name` holding only the static program `binary` (at `/<file>`, its entrypoint)
+    /// exists, building it when missing or when its `label` is not `sha`. An image without the label is used
+    /// as it is.
+    pub async fn ensure_embedded_image(
+        &self,
+        name: &str,
+        label: &str,
+        sha: &str,
+        file: &str,
+        binary: &'static [u8],
+    ) -> Result<ImageInfo> {
         match self.docker.inspect_image(name).await {
             Ok(image) => {
                 let image = image_info(image);
-                match image.labels.get(LABEL_KUBELING_PAUSE) {
-                    Some(sha) if sha != PAUSE_BINARY_SHA256 => {
-                        info!(image = name, old = %sha, new = PAUSE_BINARY_SHA256, "rebuilding stale pause image");
+                match image.labels.get(label) {
+                    Some(old) if old != sha => {
+                        info!(image = name, old = %old, new = sha, "rebuilding stale image");
                     }
                     _ => return Ok(image),
                 }
             }
             Err(err) if status_code(&err) == Some(404) => {
-                info!(image = name, "building pause image");
+                info!(image = name, "building image");
             }
             Err(err) => return Err(runtime_error("inspect image", name, err)),
         }
-        self.build_pause_image(name).await?;
+        let context = embedded_build_context(label, sha, file, binary);
+        self.build_image_from(name, context).await?;
         self.docker
             .inspect_image(name)
             .await
@@ -125,12 +173,12 @@ impl DockerRuntime {
             .map_err(|err| runtime_error("inspect image", name, err))
     }
 
-    async fn build_pause_image(&self, name: &str) -> Result<()> {
+    async fn build_image_from(&self, name: &str, context: std::io::Result<Vec<u8>>) -> Result<()> {
         let failed = |message: String| RuntimeError::PauseImageBuild {
             image: name.to_owned(),
             message,
         };
-        let context = pause_build_context().map_err(|err| failed(format!("writing build context: {err}")))?;
+        let context = context.map_err(|err| failed(format!("writing build context: {err}")))?;
         // rm + forcerm: the classic builder leaves an intermediate container per step otherwise. nocache: the
         // build is one small COPY, and a cache hit would share an image with other tags, which a concurrent
         // `docker rmi` of the last of those tags can delete between the hit and our tagging.
@@ -319,9 +367,18 @@ impl ContainerRuntime for DockerRuntime {
         let name = naming::sandbox_name(&config.pod_name, &config.namespace, &config.uid, config.attempt);
         let (exposed_ports, port_bindings) = port_bindings(config);
         let dns = &config.dns;
+        // The cluster's network when there is one (pause then routes the Service range to the gateway and
+        // needs NET_ADMIN for that, app containers do not get it); else Docker's default bridge.
+        let network = self.pod_network.as_ref().filter(|_| !config.host_network);
+        let route = network.filter(|n| n.route);
+        let network_mode = match (config.host_network, network) {
+            (true, _) => "host".to_owned(),
+            (false, Some(n)) => n.name.clone(),
+            (false, None) => "default".to_owned(),
+        };
         let host_config = HostConfig {
-            // Docker's "default" is the bridge: the pod IP is the bridge IP (no CNI in kubeling).
-            network_mode: Some(if config.host_network { "host" } else { "default" }.to_owned()),
+            network_mode: Some(network_mode),
+            cap_add: route.map(|_| vec!["NET_ADMIN".to_owned()]),
             ipc_mode: Some(if config.host_ipc { "host" } else { "shareable" }.to_owned()),
             pid_mode: config.host_pid.then(|| "host".to_owned()),
             port_bindings,
@@ -345,6 +402,7 @@ impl ContainerRuntime for DockerRuntime {
                 .map(|hostname| naming::truncate_pod_hostname(hostname).to_owned()),
             domainname: config.domainname.clone().filter(|_| !config.host_network),
             labels: Some(naming::sandbox_labels(config, &self.owner)),
+            cmd: route.map(|n| vec!["--route".to_owned(), n.service_cidr.clone(), n.gateway_ip.clone()]),
             exposed_ports,
             host_config: Some(host_config),
             ..ContainerCreateBody::default()
@@ -847,15 +905,21 @@ fn limit_bytes(
 }
 
 /// The build context of the pause image: the Dockerfile and the binary.
+#[cfg(test)]
 fn pause_build_context() -> std::io::Result<Vec<u8>> {
+    embedded_build_context(LABEL_KUBELING_PAUSE, PAUSE_BINARY_SHA256, "pause", PAUSE_BINARY)
+}
+
+/// The build context of an image holding one static program: the Dockerfile and the binary.
+fn embedded_build_context(label: &str, sha: &str, file: &str, binary: &[u8]) -> std::io::Result<Vec<u8>> {
     let dockerfile = format!(
-        "FROM scratch\nLABEL {LABEL_KUBELING_PAUSE}=\"{PAUSE_BINARY_SHA256}\"\nCOPY pause /pause\n\
-         ENTRYPOINT [\"/pause\"]\n"
+        "FROM scratch\nLABEL {label}=\"{sha}\"\nCOPY {file} /{file}\n\
+         ENTRYPOINT [\"/{file}\"]\n"
     );
     let mut archive = tar::Builder::new(Vec::new());
     for (path, mode, data) in [
         ("Dockerfile", 0o644, dockerfile.as_bytes()),
-        ("pause", 0o755, PAUSE_BINARY),
+        (file, 0o755, binary),
     ] {
         let mut header = tar::Header::new_gnu();
         header.set_size(data.len() as u64);

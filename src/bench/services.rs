@@ -1,0 +1,190 @@
+//! `bench --services`: HTTP through a ClusterIP (pod → gateway → node agent → pod) against the same requests
+//! straight to the pod IP, in the same run, from a client pod on Docker under `kubeling up`: requests per
+//! second and p50/p99 latency of each, and the p99 the Service path adds. The load is testbox's `load`
+//! (every request on a new connection), run with `kubectl exec` in the client pod.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::probes::testbox_image;
+use super::{BenchArgs, remove_cluster_containers, start_cmd, wait_node_ready};
+
+/// What `testbox load` printed.
+#[derive(Debug, PartialEq)]
+struct Load {
+    requests: u64,
+    failed: u64,
+    rps: f64,
+    p50: Duration,
+    p99: Duration,
+}
+
+/// Parses `requests N failed F seconds S rps R p50_us P p99_us Q`.
+fn parse_load(line: &str) -> Option<Load> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let field = |name: &str| -> Option<&str> {
+        words
+            .iter()
+            .position(|w| *w == name)
+            .and_then(|i| words.get(i + 1))
+            .copied()
+    };
+    Some(Load {
+        requests: field("requests")?.parse().ok()?,
+        failed: field("failed")?.parse().ok()?,
+        rps: field("rps")?.parse().ok()?,
+        p50: Duration::from_micros(field("p50_us")?.parse().ok()?),
+        p99: Duration::from_micros(field("p99_us")?.parse().ok()?),
+    })
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+    use std::io::Write;
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("running kubectl")?;
+    if let Some(text) = stdin {
+        child.stdin.take().context("stdin")?.write_all(text.as_bytes())?;
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
+    let image = tokio::task::spawn_blocking(testbox_image::ensure_testbox_image)
+        .await
+        .map_err(|e| anyhow::anyhow!("building the testbox image: {e}"))?;
+    let data = dir.join("services-up");
+    let srv = start_cmd(&data, "up")?;
+    let result = measure(args, &srv.kubeconfig, &image).await;
+    drop(srv);
+    remove_cluster_containers(&data.join("node")).await?;
+    result
+}
+
+async fn measure(args: &BenchArgs, kubeconfig: &Path, image: &str) -> anyhow::Result<()> {
+    let c = super::client(kubeconfig).await?;
+    wait_node_ready(&c).await?;
+    let manifest = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: web, labels: {{app: web}}}}\nspec:\n  terminationGracePeriodSeconds: 0\n  containers: [{{name: main, image: {image}, args: [serve]}}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: client}}\nspec:\n  terminationGracePeriodSeconds: 0\n  containers: [{{name: main, image: {image}}}]\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: web}}\nspec:\n  selector: {{app: web}}\n  ports: [{{port: 80, targetPort: 8080}}]\n"
+    );
+    kubectl(kubeconfig, &["apply", "-f", "-"], Some(&manifest))?;
+    kubectl(
+        kubeconfig,
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "pod/web",
+            "pod/client",
+            "--timeout=120s",
+        ],
+        None,
+    )?;
+    let pod_ip = kubectl(
+        kubeconfig,
+        &["get", "pod", "web", "-o", "jsonpath={.status.podIP}"],
+        None,
+    )?;
+    let cluster_ip = kubectl(
+        kubeconfig,
+        &["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"],
+        None,
+    )?;
+    let load = |url: String, requests: usize| -> anyhow::Result<Load> {
+        let (n, conc) = (requests.to_string(), args.service_concurrency.to_string());
+        let out = kubectl(
+            kubeconfig,
+            &[
+                "exec",
+                "client",
+                "--",
+                "testbox",
+                "load",
+                &url,
+                "--requests",
+                &n,
+                "--concurrency",
+                &conc,
+            ],
+            None,
+        )?;
+        parse_load(&out).with_context(|| format!("unexpected load output {out:?}"))
+    };
+    let direct_url = format!("http://{pod_ip}:8080/");
+    let service_url = format!("http://{cluster_ip}/");
+    // Warm-up (the endpoint reaches the proxy; first connections).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let last = match load(service_url.clone(), 20) {
+            Ok(l) if l.failed == 0 => break,
+            Ok(l) => format!("{l:?}"),
+            Err(e) => e.to_string(),
+        };
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the ClusterIP never answered: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let direct = load(direct_url, args.service_requests)?;
+    let service = load(service_url, args.service_requests)?;
+    println!(
+        "services: {} HTTP GETs (a new connection each) from {} threads in a client pod",
+        args.service_requests, args.service_concurrency
+    );
+    for (label, l) in [
+        ("  direct to the pod IP", &direct),
+        ("  through the ClusterIP", &service),
+    ] {
+        println!(
+            "{label}: {:.0} requests/s, p50 {}, p99 {}, {} failed",
+            l.rps,
+            super::ms(l.p50),
+            super::ms(l.p99),
+            l.failed
+        );
+    }
+    println!(
+        "  the Service path adds {} at p99 ({} at p50) and runs at {:.0}% of the direct rate",
+        super::ms(service.p99.saturating_sub(direct.p99)),
+        super::ms(service.p50.saturating_sub(direct.p50)),
+        service.rps / direct.rps.max(1e-9) * 100.0
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_lines_parse() {
+        let l = parse_load("requests 100 failed 2 seconds 1.000 rps 100.0 p50_us 800 p99_us 2500").unwrap();
+        assert_eq!(
+            l,
+            Load {
+                requests: 100,
+                failed: 2,
+                rps: 100.0,
+                p50: Duration::from_micros(800),
+                p99: Duration::from_micros(2500)
+            }
+        );
+        assert_eq!(parse_load("testbox: error"), None);
+    }
+}
