@@ -1,7 +1,8 @@
 //! Step 8, Services with the real binary, kubectl and Docker: ClusterIPs reached from pods through the
 //! service gateway (TCP round robin over ready endpoints, client IP affinity, UDP), NodePort and
 //! LoadBalancer on the host's 127.0.0.1, the `kubernetes` Service to the API server with the pod's own
-//! credentials, one Docker network per cluster, and routing kept across a kubeling restart.
+//! credentials, Service and StatefulSet names resolved in pods through the `kube-dns` Service, one Docker
+//! network per cluster, and routing kept across a kubeling restart.
 //!
 //! The tests share one cluster (each in its own namespace) while they run at the same time; the restart and
 //! two-cluster tests start their own.
@@ -607,5 +608,94 @@ fn the_network_of_a_deleted_cluster_goes_at_the_next_start() {
     assert!(
         !inspect.status.success(),
         "the deleted cluster's gateway {gateway} is still there"
+    );
+}
+
+/// `nslookup` in a pod: the resolver the pod has (its resolv.conf: nameserver 10.96.0.10, the search list,
+/// ndots:5), so the query goes through the `kube-dns` Service's ClusterIP to the cluster DNS server.
+fn nslookup_from_client(c: &Cluster, ns: &str, name: &str) -> Option<Vec<String>> {
+    let out = c.kubectl(&["exec", "-n", ns, "client", "--", "nslookup", name]);
+    out.status.success().then(|| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("Address: ").map(str::to_string))
+            .collect()
+    })
+}
+
+#[test]
+fn pods_resolve_services_by_name_through_cluster_dns_and_reach_them() {
+    let c = shared();
+    let ns = "svc-dns";
+    namespace_with_client(&c, ns);
+    deploy(
+        &c,
+        ns,
+        "web",
+        2,
+        "[serve]",
+        true,
+        "  ports:\n  - name: http\n    port: 80\n    targetPort: 8080\n",
+    );
+    let ip = cluster_ip(&c, ns, "web");
+    for name in ["web", "web.svc-dns", "web.svc-dns.svc.cluster.local"] {
+        let found = eventually(WAIT, &format!("{name} resolving in the pod"), || {
+            nslookup_from_client(&c, ns, name)
+        });
+        assert_eq!(found, [ip.clone()], "{name} resolves to the ClusterIP");
+    }
+    // A name nobody has is NXDOMAIN in the pod (not a timeout).
+    let out = c.kubectl(&[
+        "exec",
+        "-n",
+        ns,
+        "client",
+        "--",
+        "nslookup",
+        "nope.svc-dns.svc.cluster.local",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("NXDOMAIN"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // http://web reaches every ready replica by name.
+    let pods = pod_names(&c, ns, "web");
+    let mut seen = BTreeSet::new();
+    eventually(WAIT, "requests to http://web reaching every replica", || {
+        seen.extend(get_from_client(&c, ns, "http://web/"));
+        (seen == pods).then_some(())
+    });
+
+    // A StatefulSet's pod by its stable name through a headless Service: web-0.db.
+    let sts = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: db\n  namespace: {ns}\nspec:\n  clusterIP: None\n  selector: {{app: db}}\n  ports:\n  - name: http\n    port: 8080\n---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: db\n  namespace: {ns}\nspec:\n  serviceName: db\n  replicas: 1\n  selector:\n    matchLabels: {{app: db}}\n  template:\n    metadata:\n      labels: {{app: db}}\n    spec:\n      terminationGracePeriodSeconds: 0\n      containers:\n      - name: main\n        image: {}\n        args: [serve]\n",
+        image()
+    );
+    c.ok_stdin(&["apply", "-f", "-"], &sts);
+    c.ok(&[
+        "wait",
+        "-n",
+        ns,
+        "--for=condition=Ready",
+        "pod/db-0",
+        "--timeout=90s",
+    ]);
+    let pod_ip = c.ok(&["get", "pod", "db-0", "-n", ns, "-o", "jsonpath={.status.podIP}"]);
+    for name in ["db", "db-0.db"] {
+        let found = eventually(WAIT, &format!("{name} resolving in the pod"), || {
+            nslookup_from_client(&c, ns, name).filter(|f| !f.is_empty())
+        });
+        assert_eq!(
+            found,
+            [pod_ip.trim().to_string()],
+            "{name} resolves to the pod IP"
+        );
+    }
+    assert_eq!(
+        get_from_client(&c, ns, "http://db-0.db:8080/").as_deref(),
+        Some("db-0"),
+        "the StatefulSet pod answers by its stable name"
     );
 }
