@@ -642,7 +642,11 @@ fn pods_resolve_services_by_name_through_cluster_dns_and_reach_them() {
         let found = eventually(WAIT, &format!("{name} resolving in the pod"), || {
             nslookup_from_client(&c, ns, name)
         });
-        assert_eq!(found, [ip.clone()], "{name} resolves to the ClusterIP");
+        assert_eq!(
+            found,
+            std::slice::from_ref(&ip),
+            "{name} resolves to the ClusterIP"
+        );
     }
     // A name nobody has is NXDOMAIN in the pod (not a timeout).
     let out = c.kubectl(&[
