@@ -308,6 +308,22 @@ async fn wait_node_ready(c: &kube::Client) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Builds the testbox image, runs `measure(kubeconfig, image)` against a `kubeling up` in `data`, then stops
+/// it and removes the containers it left in Docker (whatever `measure` returned).
+async fn with_testbox_cluster(
+    data: &Path,
+    measure: impl AsyncFnOnce(&Path, &str) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let image = tokio::task::spawn_blocking(probes::testbox_image::ensure_testbox_image)
+        .await
+        .map_err(|e| anyhow::anyhow!("building the testbox image: {e}"))?;
+    let srv = start_cmd(data, "up")?;
+    let result = measure(&srv.kubeconfig, &image).await;
+    drop(srv);
+    remove_cluster_containers(&data.join("node")).await?;
+    result
+}
+
 /// Removes the containers a stopped `kubeling up` left in Docker (they outlive it by design): those of the
 /// cluster whose node data dir is `node_dir`, by the cluster id kept there.
 async fn remove_cluster_containers(node_dir: &Path) -> anyhow::Result<()> {

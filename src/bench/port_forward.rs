@@ -16,8 +16,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
-use super::probes::testbox_image;
-use super::{BenchArgs, client, pod_ready, remove_cluster_containers, start_cmd, stats, wait_node_ready};
+use super::{BenchArgs, client, pod_ready, stats, wait_node_ready};
 
 const POD: &str = "pf-bench";
 const HTTP_PORT: u16 = 8080;
@@ -34,15 +33,10 @@ impl Drop for Forward {
 }
 
 pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
-    let image = tokio::task::spawn_blocking(testbox_image::ensure_testbox_image)
-        .await
-        .map_err(|e| anyhow::anyhow!("building the testbox image: {e}"))?;
-    let data = dir.join("port-forward-up");
-    let srv = start_cmd(&data, "up")?;
-    let result = measure(args, &srv.kubeconfig, &image).await;
-    drop(srv);
-    remove_cluster_containers(&data.join("node")).await?;
-    result
+    super::with_testbox_cluster(&dir.join("port-forward-up"), async |kubeconfig, image| {
+        measure(args, kubeconfig, image).await
+    })
+    .await
 }
 
 async fn measure(args: &BenchArgs, kubeconfig: &Path, image: &str) -> anyhow::Result<()> {

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::probes::testbox_image;
-use super::{BenchArgs, remove_cluster_containers, start_cmd, wait_node_ready};
+use super::{BenchArgs, wait_node_ready};
 
 /// What `testbox load` printed.
 #[derive(Debug, PartialEq)]
@@ -66,15 +65,10 @@ fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Res
 }
 
 pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
-    let image = tokio::task::spawn_blocking(testbox_image::ensure_testbox_image)
-        .await
-        .map_err(|e| anyhow::anyhow!("building the testbox image: {e}"))?;
-    let data = dir.join("services-up");
-    let srv = start_cmd(&data, "up")?;
-    let result = measure(args, &srv.kubeconfig, &image).await;
-    drop(srv);
-    remove_cluster_containers(&data.join("node")).await?;
-    result
+    super::with_testbox_cluster(&dir.join("services-up"), async |kubeconfig, image| {
+        measure(args, kubeconfig, image).await
+    })
+    .await
 }
 
 async fn measure(args: &BenchArgs, kubeconfig: &Path, image: &str) -> anyhow::Result<()> {

@@ -203,22 +203,10 @@ async fn serve_inner(
     r: &ResourceRequest,
     query: &Query,
 ) -> Result<Response, ApiError> {
-    let namespace = r.namespace.clone().unwrap_or_else(|| "default".to_owned());
-    let name = r.name.clone().unwrap_or_default();
-    let pod = st.registry.get(r.info, Some(&namespace), &name)?;
-    let node_name = pod
-        .value
-        .pointer("/spec/nodeName")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if node_name.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "pod {name} does not have a host assigned"
-        )));
-    }
+    let (namespace, name, pod, node_name) = proxy::scheduled_pod(st, r)?;
     check_running(&pod.value)?;
     let ctx = Arc::new(Ctx {
-        target: proxy::node_target(st, node_name, namespace, name, String::new())?,
+        target: proxy::node_target(st, &node_name, namespace, name, String::new())?,
         uid: pod
             .value
             .pointer("/metadata/uid")

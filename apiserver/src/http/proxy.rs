@@ -45,6 +45,7 @@ use super::request::ResourceRequest;
 use super::{Query, ServerState, error_response};
 use crate::error::{ApiError, FieldError};
 use crate::registry::resources;
+use crate::storage::Stored;
 
 /// The channel-protocol subprotocols, in our order of preference (kube-rs and Python v36 offer both).
 const CHANNEL_PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
@@ -99,21 +100,32 @@ pub(super) struct Target {
 
 /// Looks up the pod, picks and checks the container, and finds its node's address.
 fn target(st: &ServerState, r: &ResourceRequest, query: &Query) -> Result<Target, ApiError> {
+    let (namespace, name, pod, node_name) = scheduled_pod(st, r)?;
+    let container = pick_container(&pod.value, &name, query.get("container"))?;
+    node_target(st, &node_name, namespace, name, container)
+}
+
+/// The request's pod (namespace, name, stored object) and the node it is scheduled on; a 400 as upstream
+/// when it has none.
+pub(super) fn scheduled_pod(
+    st: &ServerState,
+    r: &ResourceRequest,
+) -> Result<(String, String, Arc<Stored>, String), ApiError> {
     let namespace = r.namespace.clone().unwrap_or_else(|| "default".to_owned());
     let name = r.name.clone().unwrap_or_default();
     let pod = st.registry.get(r.info, Some(&namespace), &name)?;
-    let container = pick_container(&pod.value, &name, query.get("container"))?;
     let node_name = pod
         .value
         .pointer("/spec/nodeName")
         .and_then(Value::as_str)
-        .unwrap_or("");
+        .unwrap_or("")
+        .to_owned();
     if node_name.is_empty() {
         return Err(ApiError::bad_request(format!(
             "pod {name} does not have a host assigned"
         )));
     }
-    node_target(st, node_name, namespace, name, container)
+    Ok((namespace, name, pod, node_name))
 }
 
 /// The [`Target`] on node `node_name` (port-forward has no container: it passes an empty one).
