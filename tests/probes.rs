@@ -437,7 +437,12 @@ spec:
 "
     );
     std::fs::write(c.data_dir.join("manifests/web.yaml"), manifest).unwrap();
-    let node = c.ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
+    // The node registers itself after `up`'s ready line (it first sets up the cluster's Docker network).
+    let node = common::eventually(WAIT, "the node registered", || {
+        let out = c.kubectl(&["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"]);
+        let names = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (out.status.success() && !names.is_empty()).then_some(names)
+    });
     let mirror = format!("staticweb-{node}");
     let p = c.wait_json(&["pod", &mirror], WAIT, |p| {
         status(p, "main")["state"]["running"].is_object()
