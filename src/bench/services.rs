@@ -1,4 +1,4 @@
-//! `bench --services`: HTTP through a ClusterIP (pod → gateway → node agent → pod) against the same requests
+//! `bench --services`: HTTP through a ClusterIP (pod → gateway → pod) against the same requests
 //! straight to the pod IP, in the same run, from a client pod on Docker under `kubeling up`: requests per
 //! second and p50/p99 latency of each, and the p99 the Service path adds. The load is testbox's `load`
 //! (every request on a new connection), run with `kubectl exec` in the client pod.
