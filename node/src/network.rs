@@ -8,8 +8,9 @@
 //! dir it belongs to is gone ([`remove_orphans`]).
 //!
 //! The gateway container (`kubeling-gateway-<cluster id>`, image built from `pause/gateway.c`) owns the whole
-//! Service range through a local route and relays Service traffic to the node agent (`crate::proxy`); pods
-//! route the range to it (pause's `--route`).
+//! Service range through a local route; it balances TCP Service connections itself, straight to the pods, over
+//! the endpoints the node agent (`crate::proxy`) sends it, and relays UDP to the agent. Pods route the range to
+//! it (pause's `--route`).
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -30,7 +31,7 @@ use crate::runtime::docker::{DockerRuntime, PodNetwork};
 /// Upstream's default `--service-cluster-ip-range`, the range the API server allocates from.
 pub const SERVICE_CIDR: &str = "10.96.0.0/12";
 /// The gateway's image, built locally from [`GATEWAY_BINARY`].
-pub const GATEWAY_IMAGE: &str = "kubeling/gateway:0.1";
+pub const GATEWAY_IMAGE: &str = "kubeling/gateway:0.2";
 /// The static gateway executable compiled by `build.rs` from `pause/gateway.c`.
 pub const GATEWAY_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/gateway"));
 /// SHA-256 of [`GATEWAY_BINARY`]; the image and the container carry it as [`LABEL_GATEWAY_SHA`].

@@ -1,7 +1,9 @@
-//! `bench --services`: HTTP through a ClusterIP (pod → gateway → node agent → pod) against the same requests
+//! `bench --services`: HTTP through a ClusterIP (pod → gateway → pod) against the same requests
 //! straight to the pod IP, in the same run, from a client pod on Docker under `kubeling up`: requests per
 //! second and p50/p99 latency of each, and the p99 the Service path adds. The load is testbox's `load`
-//! (every request on a new connection), run with `kubectl exec` in the client pod.
+//! (every request on a new connection), run with `kubectl exec` in the client pod. Both paths are warmed up,
+//! then measured in [`ROUNDS`] alternating rounds, and each figure is the median of its rounds, so that a
+//! burst of load from elsewhere on the machine skews one round rather than one path.
 
 use std::path::Path;
 use std::process::Command;
@@ -10,6 +12,9 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::{BenchArgs, wait_node_ready};
+
+/// Alternating rounds of direct and Service requests.
+const ROUNDS: usize = 3;
 
 /// What `testbox load` printed.
 #[derive(Debug, PartialEq)]
@@ -37,6 +42,24 @@ fn parse_load(line: &str) -> Option<Load> {
         rps: field("rps")?.parse().ok()?,
         p50: Duration::from_micros(field("p50_us")?.parse().ok()?),
         p99: Duration::from_micros(field("p99_us")?.parse().ok()?),
+    })
+}
+
+/// The median round of each figure (requests and failures summed).
+fn median_load(rounds: &[Load]) -> Option<Load> {
+    fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        v[v.len() / 2]
+    }
+    if rounds.is_empty() {
+        return None;
+    }
+    Some(Load {
+        requests: rounds.iter().map(|l| l.requests).sum(),
+        failed: rounds.iter().map(|l| l.failed).sum(),
+        rps: median(rounds.iter().map(|l| l.rps).collect()),
+        p50: median(rounds.iter().map(|l| l.p50).collect()),
+        p99: median(rounds.iter().map(|l| l.p99).collect()),
     })
 }
 
@@ -121,7 +144,7 @@ async fn measure(args: &BenchArgs, kubeconfig: &Path, image: &str) -> anyhow::Re
     };
     let direct_url = format!("http://{pod_ip}:8080/");
     let service_url = format!("http://{cluster_ip}/");
-    // Warm-up (the endpoint reaches the proxy; first connections).
+    // Warm-up (the endpoint reaches the gateway; first connections on both paths).
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let last = match load(service_url.clone(), 20) {
@@ -135,10 +158,26 @@ async fn measure(args: &BenchArgs, kubeconfig: &Path, image: &str) -> anyhow::Re
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let direct = load(direct_url, args.service_requests)?;
-    let service = load(service_url, args.service_requests)?;
+    load(direct_url.clone(), 200)?;
+    load(service_url.clone(), 200)?;
+    let (mut directs, mut services) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        directs.push(load(direct_url.clone(), args.service_requests)?);
+        services.push(load(service_url.clone(), args.service_requests)?);
+    }
+    let rates = |rounds: &[Load]| {
+        rounds
+            .iter()
+            .map(|l| format!("{:.0}", l.rps))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (direct_rates, service_rates) = (rates(&directs), rates(&services));
+    let direct = median_load(&directs).context("no rounds")?;
+    let service = median_load(&services).context("no rounds")?;
     println!(
-        "services: {} HTTP GETs (a new connection each) from {} threads in a client pod",
+        "services: {} HTTP GETs per round (a new connection each) from {} threads in a client pod, {ROUNDS} alternating \
+         rounds per path (medians below; requests/s per round: direct {direct_rates}, ClusterIP {service_rates})",
         args.service_requests, args.service_concurrency
     );
     for (label, l) in [
@@ -180,5 +219,30 @@ mod tests {
             }
         );
         assert_eq!(parse_load("testbox: error"), None);
+    }
+
+    #[test]
+    fn rounds_give_their_medians() {
+        let l = |rps: f64, p50: u64, p99: u64, failed: u64| Load {
+            requests: 10,
+            failed,
+            rps,
+            p50: Duration::from_micros(p50),
+            p99: Duration::from_micros(p99),
+        };
+        let cases = [
+            (vec![], None),
+            (vec![l(100.0, 5, 50, 1)], Some(l(100.0, 5, 50, 1))),
+            (
+                vec![l(300.0, 9, 10, 0), l(100.0, 5, 90, 1), l(200.0, 7, 30, 2)],
+                Some(Load {
+                    requests: 30,
+                    ..l(200.0, 7, 30, 3)
+                }),
+            ),
+        ];
+        for (rounds, want) in cases {
+            assert_eq!(median_load(&rounds), want, "{rounds:?}");
+        }
     }
 }

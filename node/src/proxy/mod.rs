@@ -1,19 +1,22 @@
-//! kubeling's kube-proxy: makes ClusterIPs, NodePorts and LoadBalancer ports work, in the manner of the old
-//! userspace proxy (a relay that picks an endpoint per connection) rather than with kernel NAT, so that the
-//! host's firewall is never touched.
+//! kubeling's kube-proxy: makes ClusterIPs, NodePorts and LoadBalancer ports work without kernel NAT, so
+//! that the host's firewall is never touched.
 //!
 //! ```text
 //!  pod ──10.96.0.0/12 via gateway──► gateway container (owns the range, listens on each ClusterIP:port)
-//!                                      │ TCP: PROXY v1 header + stream;  UDP: 12-byte header + datagram
+//!                                      │ TCP: round robin / ClientIP affinity in the gateway ──► pod IP:targetPort
+//!                                      │ UDP: 12-byte header + datagram
 //!                                      ▼
 //!  host 127.0.0.1:nodePort/LB port ─► node agent (this module) ──► Balancer::next ──► pod IP:targetPort
 //! ```
 //!
 //! Services and EndpointSlices come from two reflectors; every change rebuilds the table ([`table::build`]),
-//! hands it to the [`balancer::Balancer`], sends the gateway its listener set ([`gateway_set`]) and opens or
-//! closes the host listeners; a new ready endpoint is used from the next connection on.
+//! hands it to the [`balancer::Balancer`] (UDP, host ports), sends the gateway its set ([`gateway_set`]:
+//! listeners, and per TCP port the ready endpoints and affinity it balances over itself) and opens or closes
+//! the host listeners; a new ready endpoint is used from the next connection on.
 
 pub mod balancer;
+#[cfg(test)]
+mod gateway_tests;
 pub mod table;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -29,7 +32,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event, watcher};
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -86,14 +89,8 @@ fn lock(shared: &SharedRef) -> std::sync::MutexGuard<'_, Shared> {
 /// Runs the proxy until `cancel`. Errors only when its own sockets cannot be opened.
 pub async fn run(client: kube::Client, cfg: ProxyConfig, cancel: CancellationToken) -> std::io::Result<()> {
     let shared: SharedRef = Arc::default();
-    let tcp = TcpListener::bind((cfg.host_ip, 0)).await?;
     let udp = Arc::new(UdpSocket::bind((cfg.host_ip, 0)).await?);
-    let hello = format!(
-        "A {} {} {}\n",
-        cfg.host_ip,
-        tcp.local_addr()?.port(),
-        udp.local_addr()?.port()
-    );
+    let hello = format!("A {} {}\n", cfg.host_ip, udp.local_addr()?.port());
     let (set_tx, set_rx) = watch::channel(None::<String>);
     tokio::spawn(gateway_control(
         cfg.gateway_control,
@@ -101,7 +98,6 @@ pub async fn run(client: kube::Client, cfg: ProxyConfig, cancel: CancellationTok
         set_rx,
         cancel.clone(),
     ));
-    tokio::spawn(serve_gateway_tcp(tcp, shared.clone(), cancel.clone()));
     tokio::spawn(serve_udp(udp, UdpSource::Gateway, shared.clone(), cancel.clone()));
     if let Some(api) = cfg.apiserver {
         tokio::spawn(kubernetes_service(
@@ -175,24 +171,45 @@ where
     store.state().iter().map(|k| (**k).clone()).collect()
 }
 
-/// The gateway's listener set for `table`: `B`, one `T|U IP PORT` line per Service port with a ready
-/// endpoint, `.`. A port without one is not listened on, so a client is refused at once (TCP reset, ICMP
-/// port unreachable), as kube-proxy's REJECT rule for Services without endpoints does.
+/// The gateway's set for `table` (the line protocol at the top of `node/pause/gateway.c`): `B`; per TCP
+/// Service port with a ready endpoint `T IP PORT AFFINITY_SECONDS` (0: no affinity) and one `E IP PORT` per
+/// endpoint in the balancer's order; per UDP one `U IP PORT`; `.`. A port without a ready endpoint is not
+/// listened on, so a client is refused at once (TCP reset, ICMP port unreachable), as kube-proxy's REJECT
+/// rule for Services without endpoints does. Ports are sorted, the first of two with one address kept.
 pub fn gateway_set(table: &[ServicePort]) -> String {
-    let mut lines: Vec<String> = table
-        .iter()
-        .filter(|p| !p.endpoints.is_empty())
-        .map(|p| {
-            let proto = if p.id.protocol == Protocol::Tcp { "T" } else { "U" };
-            format!("{proto} {} {}\n", p.cluster_ip, p.port)
-        })
-        .collect();
-    lines.sort();
-    lines.dedup();
-    format!("B\n{}.\n", lines.concat())
+    let mut ports: BTreeMap<(Protocol, Ipv4Addr, u16), String> = BTreeMap::new();
+    for p in table {
+        let endpoints: Vec<SocketAddrV4> = p
+            .endpoints
+            .iter()
+            .filter_map(|e| match e {
+                SocketAddr::V4(v4) => Some(*v4),
+                SocketAddr::V6(_) => None,
+            })
+            .collect();
+        if endpoints.is_empty() {
+            continue;
+        }
+        let lines = match p.id.protocol {
+            Protocol::Tcp => {
+                // upstream's timeoutSeconds is 1..=86400; the gateway takes whole seconds in that range.
+                let affinity = p.affinity.map_or(0, |d| d.as_secs().clamp(1, 86400));
+                let mut lines = format!("T {} {} {affinity}\n", p.cluster_ip, p.port);
+                for e in endpoints {
+                    lines.push_str(&format!("E {} {}\n", e.ip(), e.port()));
+                }
+                lines
+            }
+            Protocol::Udp => format!("U {} {}\n", p.cluster_ip, p.port),
+        };
+        ports
+            .entry((p.id.protocol, p.cluster_ip, p.port))
+            .or_insert(lines);
+    }
+    format!("B\n{}.\n", ports.into_values().collect::<String>())
 }
 
-/// Keeps a control connection to the gateway: the hello (where to relay) and every new listener set.
+/// Keeps a control connection to the gateway: the hello (where to relay UDP) and every new set.
 async fn gateway_control(
     addr: SocketAddr,
     hello: String,
@@ -239,22 +256,6 @@ async fn gateway_control(
     }
 }
 
-/// Parses a PROXY protocol v1 line (`PROXY TCP4 SRC DST SPORT DPORT`, without the CRLF): (client, service).
-pub fn parse_proxy_v1(line: &str) -> Option<(SocketAddrV4, SocketAddrV4)> {
-    let mut words = line.trim_end().split(' ');
-    if words.next()? != "PROXY" || words.next()? != "TCP4" {
-        return None;
-    }
-    let src: Ipv4Addr = words.next()?.parse().ok()?;
-    let dst: Ipv4Addr = words.next()?.parse().ok()?;
-    let sport: u16 = words.next()?.parse().ok()?;
-    let dport: u16 = words.next()?.parse().ok()?;
-    words
-        .next()
-        .is_none()
-        .then_some((SocketAddrV4::new(src, sport), SocketAddrV4::new(dst, dport)))
-}
-
 /// Splits a gateway datagram into (client, service, payload).
 pub fn parse_udp_header(datagram: &[u8]) -> Option<(SocketAddrV4, SocketAddrV4, &[u8])> {
     if datagram.len() < UDP_HEADER {
@@ -277,36 +278,6 @@ pub fn udp_header(client: SocketAddrV4, service: SocketAddrV4) -> [u8; UDP_HEADE
     h[6..10].copy_from_slice(&service.ip().octets());
     h[10..].copy_from_slice(&service.port().to_be_bytes());
     h
-}
-
-async fn serve_gateway_tcp(listener: TcpListener, shared: SharedRef, cancel: CancellationToken) {
-    loop {
-        let accepted = tokio::select! {
-            _ = cancel.cancelled() => return,
-            a = listener.accept() => a,
-        };
-        let Ok((conn, _)) = accepted else { continue };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let mut conn = BufReader::new(conn);
-            let mut line = String::new();
-            let header = tokio::time::timeout(Duration::from_secs(5), conn.read_line(&mut line)).await;
-            if !matches!(header, Ok(Ok(n)) if n > 0 && n < 120) {
-                return;
-            }
-            let Some((client, service)) = parse_proxy_v1(&line) else {
-                debug!(line = %line.trim_end(), "bad PROXY header from the gateway");
-                return;
-            };
-            let id = lock(&shared)
-                .by_vip
-                .get(&(*service.ip(), service.port(), Protocol::Tcp))
-                .cloned();
-            if let Some(id) = id {
-                proxy_tcp(conn, &id, IpAddr::V4(*client.ip()), &shared).await;
-            }
-        });
-    }
 }
 
 /// Dials an endpoint of `id` (up to four attempts, the later ones without affinity) and copies both ways.
@@ -731,42 +702,52 @@ mod tests {
 
     #[test]
     fn the_gateway_set_lists_each_service_port_with_endpoints_once() {
-        let with_endpoint = |mut p: ServicePort| {
-            p.endpoints = vec!["10.112.2.3:8080".parse().unwrap()];
+        let with_endpoints = |mut p: ServicePort, eps: &[&str]| {
+            p.endpoints = eps.iter().map(|e| e.parse().unwrap()).collect();
             p
         };
+        let mut sticky = port("sticky", [10, 96, 0, 22], 8080, Protocol::Tcp, None, false);
+        sticky.affinity = Some(Duration::from_secs(600));
+        let mut odd = port("odd", [10, 96, 0, 23], 80, Protocol::Tcp, None, false);
+        // Below upstream's minimum and above its maximum: clamped to what the gateway takes.
+        odd.affinity = Some(Duration::from_millis(200));
+        let mut long = port("long", [10, 96, 0, 24], 80, Protocol::Tcp, None, false);
+        long.affinity = Some(Duration::from_secs(1_000_000));
         let table = [
-            with_endpoint(port("a", [10, 96, 0, 20], 80, Protocol::Tcp, None, false)),
+            with_endpoints(
+                port("a", [10, 96, 0, 20], 80, Protocol::Tcp, None, false),
+                &["10.112.2.3:8080", "10.112.2.4:8080"],
+            ),
             port("empty", [10, 96, 0, 21], 80, Protocol::Tcp, None, false),
-            with_endpoint(port("dns", [10, 96, 0, 10], 53, Protocol::Udp, None, false)),
-            with_endpoint(port("dns", [10, 96, 0, 10], 53, Protocol::Tcp, None, false)),
+            with_endpoints(
+                port("dns", [10, 96, 0, 10], 53, Protocol::Udp, None, false),
+                &["10.112.2.9:53"],
+            ),
+            with_endpoints(
+                port("dns", [10, 96, 0, 10], 53, Protocol::Tcp, None, false),
+                &["10.112.2.9:53"],
+            ),
+            with_endpoints(sticky, &["10.112.2.5:80"]),
+            with_endpoints(odd, &["10.112.2.6:80"]),
+            with_endpoints(long, &["10.112.2.7:80", "[fd00::1]:80"]),
+            // A second port with the same address (invalid upstream): the first wins.
+            with_endpoints(
+                port("twin", [10, 96, 0, 20], 80, Protocol::Tcp, None, false),
+                &["10.112.2.8:80"],
+            ),
         ];
         assert_eq!(
             gateway_set(&table),
-            "B\nT 10.96.0.10 53\nT 10.96.0.20 80\nU 10.96.0.10 53\n.\n"
+            "B\n\
+             T 10.96.0.10 53 0\nE 10.112.2.9 53\n\
+             T 10.96.0.20 80 0\nE 10.112.2.3 8080\nE 10.112.2.4 8080\n\
+             T 10.96.0.22 8080 600\nE 10.112.2.5 80\n\
+             T 10.96.0.23 80 1\nE 10.112.2.6 80\n\
+             T 10.96.0.24 80 86400\nE 10.112.2.7 80\n\
+             U 10.96.0.10 53\n\
+             .\n"
         );
         assert_eq!(gateway_set(&[]), "B\n.\n");
-    }
-
-    #[test]
-    fn proxy_headers_parse_or_are_refused() {
-        let ok = parse_proxy_v1("PROXY TCP4 10.112.6.3 10.96.0.20 40000 80\r\n");
-        assert_eq!(
-            ok,
-            Some((
-                "10.112.6.3:40000".parse().unwrap(),
-                "10.96.0.20:80".parse().unwrap()
-            ))
-        );
-        for bad in [
-            "PROXY TCP6 ::1 ::1 1 2",
-            "PROXY TCP4 10.0.0.1 10.0.0.2 1",
-            "PROXY TCP4 10.0.0.1 10.0.0.2 1 2 3",
-            "GET / HTTP/1.1",
-            "PROXY TCP4 a b 1 2",
-        ] {
-            assert_eq!(parse_proxy_v1(bad), None, "{bad}");
-        }
     }
 
     #[test]
@@ -800,8 +781,27 @@ mod tests {
         shared
     }
 
+    /// Serves `shared`'s Service web as host port 30080 on a local listener; its address.
+    async fn host_port(shared: &SharedRef) -> SocketAddr {
+        let id = lock(shared)
+            .by_vip
+            .get(&(Ipv4Addr::new(10, 96, 0, 20), 80, Protocol::Tcp))
+            .cloned()
+            .unwrap();
+        lock(shared).by_host_port.insert((30080, Protocol::Tcp), id);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve_host_tcp(
+            listener,
+            30080,
+            shared.clone(),
+            CancellationToken::new(),
+        ));
+        addr
+    }
+
     #[tokio::test]
-    async fn a_gateway_connection_reaches_an_endpoint_after_a_refused_one() {
+    async fn a_host_port_connection_reaches_an_endpoint_after_a_refused_one() {
         // One endpoint refuses (a closed port), the other echoes: the dial moves on to it.
         let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let refused = closed.local_addr().unwrap();
@@ -815,13 +815,8 @@ mod tests {
         });
         // The refused one is first in the rotation.
         let shared = shared_with(vec![refused, echo_addr]);
-        let data = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let data_addr = data.local_addr().unwrap();
-        tokio::spawn(serve_gateway_tcp(data, shared, CancellationToken::new()));
-        let mut conn = TcpStream::connect(data_addr).await.unwrap();
-        conn.write_all(b"PROXY TCP4 10.112.6.3 10.96.0.20 40000 80\r\nhello")
-            .await
-            .unwrap();
+        let mut conn = TcpStream::connect(host_port(&shared).await).await.unwrap();
+        conn.write_all(b"hello").await.unwrap();
         conn.shutdown().await.unwrap();
         let mut got = Vec::new();
         conn.read_to_end(&mut got).await.unwrap();
@@ -829,15 +824,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_connection_to_an_unknown_service_is_closed() {
+    async fn a_host_port_connection_without_endpoints_is_closed() {
         let shared = shared_with(vec![]);
-        let data = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let data_addr = data.local_addr().unwrap();
-        tokio::spawn(serve_gateway_tcp(data, shared, CancellationToken::new()));
-        let mut conn = TcpStream::connect(data_addr).await.unwrap();
-        conn.write_all(b"PROXY TCP4 10.112.6.3 10.96.0.99 40000 80\r\nhello")
-            .await
-            .unwrap();
+        let mut conn = TcpStream::connect(host_port(&shared).await).await.unwrap();
+        let _ = conn.write_all(b"hello").await;
         let mut got = Vec::new();
         let _ = conn.read_to_end(&mut got).await;
         assert!(got.is_empty());
