@@ -1,8 +1,10 @@
 //! `kubeling bench --port-forward`: `kubeling up` on Docker with one testbox pod (HTTP on 8080, an echo
 //! server on 9000), then the same work twice in one run, through `kubectl port-forward` and straight to the
-//! pod IP: per-request latency of sequential HTTP GETs (a new connection each, as curl does), and the
-//! throughput of a bulk transfer up and back down through the echo server. Needs kubectl on PATH and
-//! a pod IP reachable from the host (Docker on Linux) for the direct figures.
+//! pod IP: per-request latency of sequential HTTP GETs (a new local connection each, as curl does), of
+//! request/response round trips on one kept-alive connection (a line through the echo server), the latency
+//! port-forward adds to each (median and p99 against direct), and the throughput of a bulk transfer up and
+//! back down through the echo server. Needs kubectl on PATH and a pod IP reachable from the host (Docker
+//! on Linux) for the direct figures.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -16,7 +18,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
-use super::{BenchArgs, client, pod_ready, stats, wait_node_ready};
+use super::{BenchArgs, client, ms, percentile, pod_ready, stats, wait_node_ready};
 
 const POD: &str = "pf-bench";
 const HTTP_PORT: u16 = 8080;
@@ -89,18 +91,17 @@ async fn measure(args: &BenchArgs, kubeconfig: &Path, image: &str) -> anyhow::Re
     let via = |remote: u16| SocketAddr::from(([127, 0, 0, 1], local[&remote]));
 
     println!(
-        "port-forward ({} GETs, {} MiB echoed up and down):",
-        args.pf_requests, args.pf_mib
+        "port-forward ({} GETs on new connections, {} round trips on one kept-alive connection, {} MiB echoed up and down):",
+        args.pf_requests, args.pf_requests, args.pf_mib
     );
+    // The first connection through a new session pays for opening it; not a per-request cost.
+    latency(via(HTTP_PORT), 1).await?;
     let direct = latency(SocketAddr::new(ip, HTTP_PORT), args.pf_requests).await;
     let forwarded = latency(via(HTTP_PORT), args.pf_requests).await?;
-    stats("  GET /hostname through port-forward", forwarded);
-    match direct {
-        Ok(d) => {
-            stats("  GET /hostname straight to the pod IP", d);
-        }
-        Err(e) => println!("  straight to the pod IP: unreachable ({e})"),
-    }
+    compare("GET /hostname, new connection each", forwarded, direct);
+    let direct = round_trips(SocketAddr::new(ip, ECHO_PORT), args.pf_requests).await;
+    let forwarded = round_trips(via(ECHO_PORT), args.pf_requests).await?;
+    compare("echo round trip, kept-alive connection", forwarded, direct);
     let bytes = args.pf_mib << 20;
     let through = throughput(via(ECHO_PORT), bytes).await?;
     println!("  echo through port-forward: {through:.1} MiB/s each way");
@@ -125,6 +126,51 @@ async fn ip_when_ready(pods: &Api<Pod>, timeout: Duration) -> anyhow::Result<Str
         anyhow::ensure!(Instant::now() < deadline, "the pod {POD} never became Ready");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Prints the forwarded and direct figures and what port-forward adds (median and p99 each way).
+fn compare(what: &str, mut forwarded: Vec<Duration>, direct: anyhow::Result<Vec<Duration>>) {
+    forwarded.sort();
+    stats(&format!("  {what} through port-forward"), forwarded.clone());
+    match direct {
+        Ok(mut d) => {
+            d.sort();
+            stats(&format!("  {what} straight to the pod IP"), d.clone());
+            let added = |p| percentile(&forwarded, p).saturating_sub(percentile(&d, p));
+            println!(
+                "  {what}: port-forward adds {} median, {} p99",
+                ms(added(0.5)),
+                ms(added(0.99))
+            );
+        }
+        Err(e) => println!("  {what} straight to the pod IP: unreachable ({e})"),
+    }
+}
+
+/// Sequential line round trips through the echo server on one connection (after its greeting).
+async fn round_trips(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<Duration>> {
+    let exchange = async {
+        let conn = tokio::net::TcpStream::connect(addr).await?;
+        conn.set_nodelay(true)?;
+        let (r, mut w) = conn.into_split();
+        let mut r = tokio::io::BufReader::new(r);
+        let mut line = String::new();
+        r.read_line(&mut line).await?;
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let request = format!("ping {i}\n");
+            line.clear();
+            let t0 = Instant::now();
+            w.write_all(request.as_bytes()).await?;
+            r.read_line(&mut line).await?;
+            out.push(t0.elapsed());
+            anyhow::ensure!(line == request, "the echo answered {line:?} to {request:?}");
+        }
+        anyhow::Ok(out)
+    };
+    tokio::time::timeout(Duration::from_secs(60), exchange)
+        .await
+        .with_context(|| format!("echo round trips with {addr}: no answer"))?
 }
 
 /// Sequential GETs, each on a new connection: the time from connect to the end of the response.

@@ -1,13 +1,13 @@
-//! `pods/portforward`: the API server ends the client's port-forward protocol itself and relays each
-//! forwarded TCP connection to the pod's node agent as one WebSocket (`/portForward/{ns}/{pod}?port=P`,
-//! binary messages carrying bytes; node/src/portforward).
+//! `pods/portforward`: the API server ends the client's port-forward protocol itself and relays the
+//! session's forwarded TCP connections to the pod's node agent over ONE WebSocket per session
+//! (`/portForward/{ns}/{pod}`, opened as the session starts; [`link`], node/src/portforward).
 //!
 //! ```text
 //! kubectl 1.32   GET  + WebSocket "SPDY/3.1+portforward.k8s.io" ─┐ (SPDY bytes in binary messages)
-//! kubectl (env)  POST + Upgrade: SPDY/3.1                        ─┼─► spdy_session ─┐
-//! kube-rs/Python GET  + WebSocket "v4.channel.k8s.io" ?ports=…   ─┴─► channel_session┤ per connection
+//! kubectl (env)  POST + Upgrade: SPDY/3.1                        ─┼─► spdy_session ─┐ forward() per
+//! kube-rs/Python GET  + WebSocket "v4.channel.k8s.io" ?ports=…   ─┴─► channel_session┤ connection
 //!                                                                                    ▼
-//!                                              forward(): wss node /portForward/ns/pod?port=P ⇄ pod
+//!                        link: wss node /portForward/ns/pod, one per session ⇄ OPEN/DATA/FIN/CLOSE ⇄ pod
 //! ```
 //!
 //! SPDY (client-go `tools/portforward`, kubelet `cri/streaming/portforward/httpstream.go`): each local
@@ -23,6 +23,7 @@
 //! when the pod is deleted or replaced (kubectl then prints `lost connection to pod`).
 
 mod channel;
+mod link;
 mod spdy_session;
 
 use std::sync::Arc;
@@ -37,8 +38,6 @@ use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_util::sync::CancellationToken;
 
 use super::proxy::{self, Target};
@@ -64,7 +63,7 @@ const MAX_PORTS: usize = 128;
 /// How often a session checks that its pod still exists.
 const POD_CHECK_PERIOD: Duration = Duration::from_secs(1);
 
-/// How long the node may take to accept one forwarded connection.
+/// How long the node may take to accept the session's WebSocket.
 const NODE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The most bytes per DATA frame or channel message sent to the client (client-go copies 32 KiB).
@@ -97,9 +96,36 @@ pub(crate) struct Ctx {
     registry: Registry,
     info: &'static crate::registry::resources::ResourceInfo,
     cancel: CancellationToken,
+    /// The WebSocket to the node, once open.
+    link: tokio::sync::Mutex<Option<Arc<link::Link>>>,
 }
 
 impl Ctx {
+    /// The session's WebSocket to the node, opened on first use and again after it ended.
+    async fn link(&self) -> Result<Arc<link::Link>, String> {
+        let mut slot = self.link.lock().await;
+        if let Some(l) = slot.as_ref()
+            && !l.is_ended()
+        {
+            return Ok(l.clone());
+        }
+        let l = Arc::new(link::Link::open(&self.target, &self.token, self.cancel.clone()).await?);
+        *slot = Some(l.clone());
+        Ok(l)
+    }
+
+    /// Opens the link as the session starts, so the first connection does not wait for it (a failure
+    /// is reported to, and retried by, the first connection).
+    fn warm_up(self: &Arc<Self>) {
+        let ctx = self.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = ctx.link() => {}
+                () = ctx.cancel.cancelled() => {}
+            }
+        });
+    }
+
     /// True once the pod was deleted or replaced by another of the same name.
     fn pod_gone(&self) -> bool {
         let current = self
@@ -218,6 +244,7 @@ async fn serve_inner(
         info: r.info,
         // The session's own token: the session cancels it when it ends, shutdown cancels it too.
         cancel: st.cancel.child_token(),
+        link: Default::default(),
     });
 
     if header_has(&parts.headers, header::UPGRADE, "websocket") {
@@ -229,6 +256,7 @@ async fn serve_inner(
             .selected_protocol()
             .is_some_and(|p| p == SPDY_TUNNEL_PROTOCOL);
         if spdy {
+            ctx.warm_up();
             return Ok(upgrade.on_upgrade(move |socket| spdy_over_websocket(ctx, socket)));
         }
         // The channel protocol (also for a client that offered no subprotocol, as the kubelet allows).
@@ -239,6 +267,7 @@ async fn serve_inner(
             .map(|(_, v)| v.as_str())
             .collect();
         let ports = parse_ports(&values)?;
+        ctx.warm_up();
         return Ok(upgrade.on_upgrade(move |socket| channel::session(ctx, socket, ports)));
     }
     if header_has(&parts.headers, header::UPGRADE, "SPDY/3.1") {
@@ -247,6 +276,7 @@ async fn serve_inner(
             .extensions
             .remove::<hyper::upgrade::OnUpgrade>()
             .ok_or_else(|| ApiError::bad_request("unable to upgrade: this connection cannot be upgraded"))?;
+        ctx.warm_up();
         tokio::spawn(async move {
             match on_upgrade.await {
                 Ok(upgraded) => spdy_over_upgrade(ctx, upgraded).await,
@@ -363,94 +393,89 @@ pub(crate) trait Sink: Send + 'static {
     fn finish(&self, failed: bool) -> impl Future<Output = ()> + Send;
 }
 
-type NodeSocket = tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
-
-/// Opens the node's WebSocket for one connection to `port`; a refusal comes back as its text.
-async fn open(ctx: &Ctx, port: u16) -> Result<NodeSocket, String> {
-    let t = &ctx.target;
-    let path = format!(
-        "/portForward/{}/{}?port={port}",
-        proxy::segment(&t.namespace),
-        proxy::segment(&t.pod)
-    );
-    let uri = format!("wss://{}{path}", t.authority);
-    let mut request = uri.into_client_request().map_err(|e| e.to_string())?;
-    let value = HeaderValue::from_str(&format!("Bearer {}", ctx.token)).map_err(|e| e.to_string())?;
-    request.headers_mut().insert(header::AUTHORIZATION, value);
-    let tls = proxy::connect(t).await.map_err(|e| e.message)?;
-    match tokio::time::timeout(NODE_TIMEOUT, tokio_tungstenite::client_async(request, tls)).await {
-        Err(_) => Err("timed out waiting for the node".to_owned()),
-        Ok(Ok((socket, _))) => Ok(socket),
-        Ok(Err(tungstenite::Error::Http(resp))) => {
-            let body = String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default());
-            Err(proxy::node_refused(resp.status().as_u16(), body.trim()).message)
-        }
-        Ok(Err(e)) => Err(e.to_string()),
-    }
+/// How a connection ended.
+enum End {
+    /// The client reset it, or the session is over.
+    ClientGone,
+    /// The pod closed its side, or the node went away.
+    Closed,
+    /// The connection could not be made.
+    Failed(String),
 }
 
-/// One forwarded connection: dial through the node, then pipe until the pod or the client ends it.
+/// One forwarded connection over the session's link: the client's bytes to the node and the pod's
+/// bytes to the client, until either ends it.
 async fn forward(ctx: Arc<Ctx>, port: u16, sink: impl Sink, mut up: mpsc::Receiver<Up>) {
-    let node = tokio::select! {
-        node = open(&ctx, port) => node,
+    let link = tokio::select! {
+        link = ctx.link() => link,
         () = ctx.cancel.cancelled() => return,
     };
-    let mut node = match node {
-        Ok(node) => node,
+    let link = match link {
+        Ok(link) => link,
         Err(cause) => {
-            // kubelet: "error forwarding port %d to pod %s, uid %v: %v".
-            let t = &ctx.target;
-            sink.error(format!(
-                "error forwarding port {port} to pod {}/{}, uid {}: {cause}",
-                t.namespace, t.pod, ctx.uid
-            ))
-            .await;
-            sink.finish(true).await;
+            report(&ctx, port, &sink, &cause).await;
             return;
         }
     };
-    let mut client_open = true;
-    loop {
-        tokio::select! {
-            message = up.recv(), if client_open => match message {
-                Some(Up::Data(b)) => {
-                    if node.send(tungstenite::Message::Binary(b)).await.is_err() {
-                        break;
-                    }
-                }
-                // An empty binary message is the node protocol's half-close.
-                Some(Up::Fin) => {
-                    client_open = false;
-                    if node.send(tungstenite::Message::Binary(Bytes::new())).await.is_err() {
-                        break;
-                    }
-                }
+    let (id, mut events) = link.connect(port).await;
+    let upstream = async {
+        loop {
+            let sent = match up.recv().await {
+                Some(Up::Data(b)) => link.send(link::DATA, id, &b).await,
+                Some(Up::Fin) => link.send(link::FIN, id, &[]).await,
                 // The client reset the stream or the session ended.
-                None => {
-                    let _ = node.close(None).await;
-                    return;
-                }
-            },
-            () = ctx.cancel.cancelled() => {
-                let _ = node.close(None).await;
-                return;
+                None => return End::ClientGone,
+            };
+            if !sent {
+                return End::Closed;
             }
-            message = node.next() => match message {
-                Some(Ok(tungstenite::Message::Binary(b))) => {
+        }
+    };
+    let downstream = async {
+        while let Some(event) = events.recv().await {
+            match event {
+                link::Event::Data(b) => {
                     for chunk in b.chunks(CHUNK) {
                         if !sink.data(b.slice_ref(chunk)).await {
-                            let _ = node.close(None).await;
-                            return;
+                            return End::ClientGone;
                         }
                     }
                 }
-                Some(Ok(tungstenite::Message::Close(_))) | Some(Err(_)) | None => break,
-                Some(Ok(_)) => {}
-            },
+                link::Event::Closed => return End::Closed,
+                link::Event::Error(cause) => return End::Failed(cause),
+            }
+        }
+        // The link to the node ended.
+        End::Closed
+    };
+    let end = tokio::select! {
+        end = upstream => end,
+        end = downstream => end,
+        () = ctx.cancel.cancelled() => End::ClientGone,
+    };
+    match end {
+        End::ClientGone => link.close(id).await,
+        End::Closed => {
+            link.forget(id);
+            sink.finish(false).await;
+        }
+        End::Failed(cause) => {
+            link.forget(id);
+            report(&ctx, port, &sink, &cause).await;
         }
     }
-    sink.finish(false).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), node.close(None)).await;
+}
+
+/// The kubelet's text for a connection that could not be made, on its error stream or channel.
+async fn report(ctx: &Ctx, port: u16, sink: &impl Sink, cause: &str) {
+    // kubelet: "error forwarding port %d to pod %s, uid %v: %v".
+    let t = &ctx.target;
+    sink.error(format!(
+        "error forwarding port {port} to pod {}/{}, uid {}: {cause}",
+        t.namespace, t.pod, ctx.uid
+    ))
+    .await;
+    sink.finish(true).await;
 }
 
 #[cfg(test)]

@@ -1,28 +1,34 @@
-//! `/portForward/{namespace}/{pod}?port=P`: one TCP connection to a pod's port, relayed over a WebSocket.
-//! The API server terminates the client's protocols (SPDY/3.1 for kubectl, the v4 channel protocol for
-//! client libraries) and opens one of these per forwarded connection.
+//! `/portForward/{namespace}/{pod}`: one WebSocket per port-forward session, carrying every forwarded TCP
+//! connection of that session to the pod ([`wire`] numbers them). The API server terminates the client's
+//! protocols (SPDY/3.1 for kubectl, the v4 channel protocol for client libraries) and keeps this one
+//! WebSocket for the whole session, as the kubelet serves a whole session on one upgraded connection.
 //!
 //! ```text
-//! apiserver pods/portforward ──wss /portForward/ns/pod?port=P──► this module
-//!                                                                   │ sandbox of (ns, pod) → its IP
-//!                                                                   ▼
-//!                                                       TCP podIP:P (TCP_NODELAY), piped both ways
+//! apiserver pods/portforward ──wss /portForward/ns/pod──► this module: the pod's sandbox and IP, once
+//!     OPEN id port, DATA, FIN, CLOSE ─►│ per connection id:
+//!     ◄─ DATA, CLOSE, ERROR text       ▼
+//!                                 TCP podIP:P (TCP_NODELAY), piped both ways
 //! ```
 //!
-//! The dial happens before the upgrade, so a pod that does not exist (404), a sandbox that does not run
-//! (400) or a refused connection (500) is a plain HTTP error whose text the API server writes on that
-//! connection's error stream. After the upgrade, binary messages carry the bytes; an empty binary message
-//! from the API server is the client's half-close (the pod socket's write side is shut down); the pod
-//! closing its side ends the WebSocket.
+//! The sandbox is found before the upgrade, so a pod that does not exist here (404) or whose sandbox does
+//! not run (400) is a plain HTTP error, whose text the API server writes on each connection's error
+//! stream. A connection that cannot be made gets ERROR with the kubelet-style text; the pod closing its
+//! side ends the connection (CLOSE). Closing the WebSocket ends every connection of the session.
 //!
 //! Reaching the pod: first the fast path, a direct dial of the pod IP, which works where the Docker
 //! bridge is routable from the node agent (rootful Docker on Linux). When that fails (refused: the app may
 //! listen on loopback only; unreachable or timed out: Docker Desktop, rootless Docker) the connection goes
 //! through [`helper`], exec'd inside the sandbox, which dials `localhost` in the pod's network namespace
 //! as upstream's runtimes do. Once a pod IP proved unreachable, later connections skip the direct dial.
+//!
+//! All connections share the WebSocket, so a pod that stops reading one connection's bytes holds up the
+//! others' uploads once that connection's queue is full (SPDY, which kubectl speaks, has the same
+//! property: spdystream does no flow control).
 
 pub mod helper;
+pub mod wire;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -35,6 +41,7 @@ use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc;
 
 use crate::runtime::{ContainerInfo, ContainerStatus, ListFilter};
 use crate::server::ServerState;
@@ -42,6 +49,12 @@ use crate::server::ServerState;
 /// How long the direct dial of the pod IP may take before the helper is tried (an unroutable pod IP
 /// times out rather than failing).
 const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Messages for the API server waiting to be written to the WebSocket.
+const OUT_QUEUE: usize = 64;
+
+/// Messages for one connection waiting for its pod socket (the dial, or a pod that reads slowly).
+const CONN_QUEUE: usize = 64;
 
 /// Set once a direct dial found pod IPs unreachable from the node agent: then only the helper is used.
 static POD_IPS_UNREACHABLE: AtomicBool = AtomicBool::new(false);
@@ -65,10 +78,10 @@ enum Conn {
     Helper(helper::HelperConn),
 }
 
-/// The most bytes read from the pod per WebSocket message (the API server cuts SPDY frames of 32 KiB).
+/// The most bytes read from the pod per message (the API server cuts SPDY frames of 32 KiB).
 const READ_CHUNK: usize = 32 * 1024;
 
-/// Why a port-forward connection could not be made: an HTTP status and the kubelet-style text.
+/// Why a port-forward session could not start: an HTTP status and the kubelet-style text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     /// The status code.
@@ -81,23 +94,6 @@ fn refuse(code: StatusCode, message: impl Into<String>) -> Refusal {
     Refusal {
         code,
         message: message.into(),
-    }
-}
-
-/// upstream kubelet: the `port` parameter is required and must be a port number above 0.
-pub fn parse_port(value: Option<&str>) -> Result<u16, Refusal> {
-    let value =
-        value.ok_or_else(|| refuse(StatusCode::BAD_REQUEST, "query parameter \"port\" is required"))?;
-    match value.parse::<u16>() {
-        Ok(0) => Err(refuse(
-            StatusCode::BAD_REQUEST,
-            format!("port {value:?} must be > 0"),
-        )),
-        Ok(port) => Ok(port),
-        Err(_) => Err(refuse(
-            StatusCode::BAD_REQUEST,
-            format!("unable to parse {value:?} as a port: invalid syntax"),
-        )),
     }
 }
 
@@ -128,8 +124,14 @@ pub fn choose_sandbox<'a>(
         })
 }
 
-/// Finds the pod's sandbox and connects to `port` in it: the pod IP directly, else through the helper.
-async fn dial(st: &ServerState, namespace: &str, pod: &str, port: u16) -> Result<Conn, Refusal> {
+/// The sandbox a session forwards into, found once when it starts (as the kubelet finds it per session).
+struct Sandbox {
+    id: String,
+    ip: String,
+}
+
+/// Finds the pod's running sandbox and its IP.
+async fn find_sandbox(st: &ServerState, namespace: &str, pod: &str) -> Result<Sandbox, Refusal> {
     let internal = |e: &dyn std::fmt::Display| refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
     let sandboxes = st
         .runtime
@@ -138,12 +140,21 @@ async fn dial(st: &ServerState, namespace: &str, pod: &str, port: u16) -> Result
         .map_err(|e| internal(&e))?;
     let sandbox = choose_sandbox(&sandboxes, namespace, pod)?;
     let state = st.runtime.inspect(&sandbox.id).await.map_err(|e| internal(&e))?;
-    if !state.ip_address.is_empty() && !POD_IPS_UNREACHABLE.load(Ordering::Relaxed) {
-        let address = format!("{}:{port}", state.ip_address);
+    Ok(Sandbox {
+        id: sandbox.id.clone(),
+        ip: state.ip_address,
+    })
+}
+
+/// Connects to `port` in the sandbox: the pod IP directly, else through the helper; the error is the
+/// text for the client.
+async fn dial(st: &ServerState, sandbox: &Sandbox, port: u16) -> Result<Conn, String> {
+    if !sandbox.ip.is_empty() && !POD_IPS_UNREACHABLE.load(Ordering::Relaxed) {
+        let address = format!("{}:{port}", sandbox.ip);
         match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&address)).await {
             Ok(Ok(tcp)) => {
                 // Interactive protocols through port-forward would otherwise wait on Nagle's algorithm.
-                tcp.set_nodelay(true).map_err(|e| internal(&e))?;
+                tcp.set_nodelay(true).map_err(|e| e.to_string())?;
                 return Ok(Conn::Tcp(tcp));
             }
             Ok(Err(e)) => {
@@ -161,7 +172,6 @@ async fn dial(st: &ServerState, namespace: &str, pod: &str, port: u16) -> Result
     helper::connect(st.runtime.as_ref(), &sandbox.id, port)
         .await
         .map(Conn::Helper)
-        .map_err(|cause| refuse(StatusCode::INTERNAL_SERVER_ERROR, cause))
 }
 
 /// Go's wording for the common dial failures (`connect: connection refused`), which users know from
@@ -181,11 +191,7 @@ pub async fn port_forward(
     Path((namespace, pod)): Path<(String, String)>,
     request: Request,
 ) -> Response {
-    let port = form_urlencoded::parse(request.uri().query().unwrap_or("").as_bytes())
-        .find(|(k, _)| k == "port")
-        .map(|(_, v)| v.into_owned());
     let result = async {
-        let port = parse_port(port.as_deref())?;
         let (mut parts, _) = request.into_parts();
         let ws = WebSocketUpgrade::from_request_parts(&mut parts, &())
             .await
@@ -195,13 +201,8 @@ pub async fn port_forward(
                     format!("unable to upgrade connection: {e}"),
                 )
             })?;
-        let conn = dial(&st, &namespace, &pod, port).await?;
-        Ok::<_, Refusal>(ws.on_upgrade(move |socket| async move {
-            match conn {
-                Conn::Tcp(tcp) => relay(socket, tcp).await,
-                Conn::Helper(h) => relay_helper(socket, h).await,
-            }
-        }))
+        let sandbox = Arc::new(find_sandbox(&st, &namespace, &pod).await?);
+        Ok::<_, Refusal>(ws.on_upgrade(move |socket| session(st, sandbox, socket)))
     };
     match result.await {
         Ok(resp) => resp,
@@ -213,41 +214,137 @@ pub async fn port_forward(
     }
 }
 
-/// Pipes bytes between the WebSocket and the pod until the pod closes its side or the WebSocket ends.
-async fn relay(socket: WebSocket, tcp: TcpStream) {
-    let (mut pod_rx, mut pod_tx) = tcp.into_split();
+/// What the API server sends one connection.
+enum Up {
+    /// Bytes for the pod.
+    Data(Bytes),
+    /// The client will send no more.
+    Fin,
+}
+
+/// Serves one session: reads the API server's messages and hands them to the connections, while a
+/// writer sends what the connections produce. Ends when the API server closes the WebSocket.
+async fn session(st: Arc<ServerState>, sandbox: Arc<Sandbox>, socket: WebSocket) {
     let (mut ws_tx, mut ws_rx) = socket.split();
+    let (out_tx, mut out_rx) = mpsc::channel::<Bytes>(OUT_QUEUE);
+    let writer = async move {
+        while let Some(b) = out_rx.recv().await {
+            if ws_tx.send(Message::Binary(b)).await.is_err() {
+                return;
+            }
+        }
+        let _ = ws_tx.send(Message::Close(None)).await;
+    };
+    let reader = async move {
+        let mut conns: HashMap<u32, mpsc::Sender<Up>> = HashMap::new();
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<u32>();
+        loop {
+            tokio::select! {
+                message = ws_rx.next() => {
+                    let b = match message {
+                        Some(Ok(Message::Binary(b))) => b,
+                        Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+                        Some(Ok(_)) => continue,
+                    };
+                    let Some((op, id, payload)) = wire::decode(&b) else {
+                        tracing::debug!("port-forward: a message shorter than its header, ending the session");
+                        break;
+                    };
+                    match op {
+                        wire::OPEN => {
+                            let Some(port) = wire::open_port(&payload) else {
+                                let text = wire::encode(wire::ERROR, id, b"invalid port");
+                                let _ = out_tx.send(text).await;
+                                continue;
+                            };
+                            let (tx, rx) = mpsc::channel(CONN_QUEUE);
+                            conns.insert(id, tx);
+                            let out = out_tx.clone();
+                            let done = done_tx.clone();
+                            let (st, sandbox) = (st.clone(), sandbox.clone());
+                            tokio::spawn(async move {
+                                connection(&st, &sandbox, id, port, rx, &out).await;
+                                let _ = done.send(id);
+                            });
+                        }
+                        wire::DATA | wire::FIN => {
+                            let up = if op == wire::DATA { Up::Data(payload) } else { Up::Fin };
+                            if let Some(tx) = conns.get(&id)
+                                && tx.send(up).await.is_err()
+                            {
+                                conns.remove(&id);
+                            }
+                        }
+                        // Dropping the sender ends the connection.
+                        wire::CLOSE => {
+                            conns.remove(&id);
+                        }
+                        _ => {}
+                    }
+                }
+                Some(id) = done_rx.recv() => {
+                    conns.remove(&id);
+                }
+            }
+        }
+        // Dropping every sender ends every connection; the writer ends once they are gone.
+    };
+    tokio::join!(reader, writer);
+}
+
+/// One forwarded connection: dial, then pipe until the pod or the client ends it.
+async fn connection(
+    st: &ServerState,
+    sandbox: &Sandbox,
+    id: u32,
+    port: u16,
+    up: mpsc::Receiver<Up>,
+    out: &mpsc::Sender<Bytes>,
+) {
+    match dial(st, sandbox, port).await {
+        Err(text) => {
+            let _ = out.send(wire::encode(wire::ERROR, id, text.as_bytes())).await;
+            return;
+        }
+        Ok(Conn::Tcp(tcp)) => relay(id, tcp, up, out).await,
+        Ok(Conn::Helper(h)) => relay_helper(id, h, up, out).await,
+    }
+    let _ = out.send(wire::encode(wire::CLOSE, id, &[])).await;
+}
+
+/// Pipes bytes between the session and the pod until the pod closes its side or the client is gone.
+async fn relay(id: u32, tcp: TcpStream, mut up: mpsc::Receiver<Up>, out: &mpsc::Sender<Bytes>) {
+    let (mut pod_rx, mut pod_tx) = tcp.into_split();
     let upstream = async {
-        while let Some(Ok(message)) = ws_rx.next().await {
+        while let Some(message) = up.recv().await {
             match message {
-                Message::Binary(b) if b.is_empty() => {
+                Up::Data(b) => {
+                    if pod_tx.write_all(&b).await.is_err() {
+                        break;
+                    }
+                }
+                Up::Fin => {
                     let _ = pod_tx.shutdown().await;
                 }
-                Message::Binary(b) if pod_tx.write_all(&b).await.is_err() => break,
-                Message::Close(_) => break,
-                _ => {}
             }
         }
     };
     let downstream = async {
-        let mut buf = vec![0u8; READ_CHUNK];
+        let mut buf = vec![0u8; wire::HEADER + READ_CHUNK];
+        buf[..wire::HEADER].copy_from_slice(&wire::encode(wire::DATA, id, &[]));
         loop {
-            match pod_rx.read(&mut buf).await {
+            match pod_rx.read(&mut buf[wire::HEADER..]).await {
                 // A reset from the pod after the connection was made is an ordinary end, not an error
                 // (kubectl ends the whole session on any error text).
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    if ws_tx
-                        .send(Message::Binary(Bytes::copy_from_slice(&buf[..n])))
-                        .await
-                        .is_err()
-                    {
+                    let message = Bytes::copy_from_slice(&buf[..wire::HEADER + n]);
+                    if out.send(message).await.is_err() {
                         return;
                     }
                 }
             }
         }
-        let _ = ws_tx.send(Message::Close(None)).await;
     };
     // The pod's end of the stream ends the relay; the client's close ends it too.
     tokio::select! {
@@ -257,44 +354,47 @@ async fn relay(socket: WebSocket, tcp: TcpStream) {
 }
 
 /// [`relay`] for a connection made by the helper: its stdin and stdout stand for the socket.
-async fn relay_helper(socket: WebSocket, conn: helper::HelperConn) {
+async fn relay_helper(
+    id: u32,
+    conn: helper::HelperConn,
+    mut up: mpsc::Receiver<Up>,
+    out: &mpsc::Sender<Bytes>,
+) {
     let helper::HelperConn {
         mut output,
         mut stdin,
         early,
         _control,
     } = conn;
-    let (mut ws_tx, mut ws_rx) = socket.split();
     let upstream = async {
-        while let Some(Ok(message)) = ws_rx.next().await {
+        while let Some(message) = up.recv().await {
             match message {
-                Message::Binary(b) if b.is_empty() => {
-                    let _ = stdin.shutdown().await;
-                }
-                Message::Binary(b) if stdin.write_all(&b).await.is_err() => break,
-                Message::Binary(_) => {
+                Up::Data(b) => {
+                    if stdin.write_all(&b).await.is_err() {
+                        break;
+                    }
                     let _ = stdin.flush().await;
                 }
-                Message::Close(_) => break,
-                _ => {}
+                Up::Fin => {
+                    let _ = stdin.shutdown().await;
+                }
             }
         }
     };
     let downstream = async {
         for b in early {
-            if ws_tx.send(Message::Binary(b)).await.is_err() {
+            if out.send(wire::encode(wire::DATA, id, &b)).await.is_err() {
                 return;
             }
         }
         while let Some(Ok(frame)) = output.next().await {
             if let Some(b) = helper::stdout_bytes(frame)
                 && !b.is_empty()
-                && ws_tx.send(Message::Binary(b)).await.is_err()
+                && out.send(wire::encode(wire::DATA, id, &b)).await.is_err()
             {
                 return;
             }
         }
-        let _ = ws_tx.send(Message::Close(None)).await;
     };
     tokio::select! {
         () = upstream => {}
@@ -326,20 +426,6 @@ mod tests {
             created: Timestamp::from_second(created).unwrap(),
             image: String::new(),
             image_id: String::new(),
-        }
-    }
-
-    #[test]
-    fn the_port_parameter_is_checked_as_the_kubelet_checks_it() {
-        let cases = [
-            (None, Err(StatusCode::BAD_REQUEST)),
-            (Some("0"), Err(StatusCode::BAD_REQUEST)),
-            (Some("x"), Err(StatusCode::BAD_REQUEST)),
-            (Some("65536"), Err(StatusCode::BAD_REQUEST)),
-            (Some("8080"), Ok(8080)),
-        ];
-        for (value, want) in cases {
-            assert_eq!(parse_port(value).map_err(|r| r.code), want, "{value:?}");
         }
     }
 

@@ -226,6 +226,14 @@ mod session {
     }
 
     async fn start() -> (Client, Registry) {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = free.local_addr().unwrap().port();
+        drop(free);
+        start_with(port).await
+    }
+
+    /// A session whose pod's node listens on `port`.
+    async fn start_with(port: u16) -> (Client, Registry) {
         let storage = Storage::open(Arc::new(MemoryStore::default()), HubConfig::default()).unwrap();
         let registry = Registry::new(storage);
         registry.bootstrap().await.unwrap();
@@ -236,9 +244,6 @@ mod session {
             .create(pods, Some("default"), pod, &WriteOptions::default())
             .await
             .unwrap();
-        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = free.local_addr().unwrap().port();
-        drop(free);
         let ctx = Arc::new(Ctx {
             target: Target {
                 namespace: "default".into(),
@@ -253,6 +258,7 @@ mod session {
             registry: registry.clone(),
             info: pods,
             cancel: CancellationToken::new(),
+            link: Default::default(),
         });
         let (in_tx, in_rx) = mpsc::channel(16);
         let (out_tx, out_rx) = mpsc::channel(64);
@@ -367,5 +373,143 @@ mod session {
             })
         );
         assert_eq!(c.next().await, None);
+    }
+
+    /// A node agent speaking the node's port-forward messages over TLS: port 80 answers each connection
+    /// with "hello <id>" and closes it, any other port is refused. Counts the WebSockets it accepted.
+    async fn fake_node() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+        use futures_util::{SinkExt, StreamExt};
+        use tokio_tungstenite::tungstenite::Message;
+
+        let dir = tempfile::tempdir().unwrap();
+        let material = crate::tls::load_or_create(dir.path(), &[]).unwrap();
+        let config = crate::tls::server_config(&material).unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            let _dir = dir;
+            while let Ok((tcp, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let tls = acceptor.accept(tcp).await.unwrap();
+                    let mut ws = tokio_tungstenite::accept_async(tls).await.unwrap();
+                    while let Some(Ok(Message::Binary(b))) = ws.next().await {
+                        let id = u32::from_be_bytes([b[1], b[2], b[3], b[4]]);
+                        if b[0] != super::super::link::OPEN {
+                            continue;
+                        }
+                        let port = u16::from_be_bytes([b[5], b[6]]);
+                        let replies = if port == 80 {
+                            vec![
+                                super::super::link::encode(
+                                    super::super::link::DATA,
+                                    id,
+                                    format!("hello {id}").as_bytes(),
+                                ),
+                                super::super::link::encode(super::super::link::CLOSE, id, &[]),
+                            ]
+                        } else {
+                            vec![super::super::link::encode(
+                                super::super::link::ERROR,
+                                id,
+                                b"connect: connection refused",
+                            )]
+                        };
+                        for r in replies {
+                            ws.send(Message::Binary(r)).await.unwrap();
+                        }
+                    }
+                });
+            }
+        });
+        (port, accepted)
+    }
+
+    fn syn_port(stream_id: u32, kind: &str, request: &str, port: &str) -> Frame {
+        Frame::SynStream {
+            stream_id,
+            associated_to: 0,
+            priority: 0,
+            flags: 0,
+            headers: vec![
+                ("streamtype".into(), kind.into()),
+                ("port".into(), port.into()),
+                ("requestid".into(), request.into()),
+            ],
+        }
+    }
+
+    /// The frames of one stream pair after its SYN_REPLYs, until both of its streams ended.
+    async fn pair_frames(c: &mut Client, error: u32, data: u32) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        let mut open = 2;
+        while open > 0 {
+            let f = c.next().await.expect("a frame");
+            match &f {
+                Frame::SynReply { .. } => continue,
+                Frame::Data { stream_id, flags, .. } if *flags & FLAG_FIN != 0 => {
+                    assert!([error, data].contains(stream_id), "{f:?}");
+                    open -= 1;
+                }
+                Frame::RstStream { stream_id, .. } => {
+                    assert!([error, data].contains(stream_id), "{f:?}");
+                    open -= 1;
+                }
+                _ => {}
+            }
+            frames.push(f);
+        }
+        frames
+    }
+
+    #[tokio::test]
+    async fn every_connection_of_a_session_shares_one_websocket_to_the_node() {
+        let (node, accepted) = fake_node().await;
+        let (mut c, _registry) = start_with(node).await;
+        for (i, (error, data)) in [(1, 3), (5, 7), (9, 11)].into_iter().enumerate() {
+            let request = i.to_string();
+            c.send(syn(error, "error", &request)).await;
+            c.send(syn(data, "data", &request)).await;
+            let frames = pair_frames(&mut c, error, data).await;
+            let want = format!("hello {}", i + 1);
+            assert!(
+                frames.contains(&Frame::Data {
+                    stream_id: data,
+                    flags: 0,
+                    data: Bytes::from(want.clone())
+                }),
+                "{want}: {frames:?}"
+            );
+        }
+        // A refused port: the text on its error stream, and the session (and its link) go on.
+        c.send(syn_port(13, "error", "r", "7")).await;
+        c.send(syn_port(15, "data", "r", "7")).await;
+        let frames = pair_frames(&mut c, 13, 15).await;
+        let text = frames.iter().find_map(|f| match f {
+            Frame::Data {
+                stream_id: 13, data, ..
+            } if !data.is_empty() => Some(String::from_utf8_lossy(data).into_owned()),
+            _ => None,
+        });
+        let text = text.expect("an error text");
+        assert!(
+            text.starts_with("error forwarding port 7 to pod default/web, uid ")
+                && text.ends_with(": connect: connection refused"),
+            "{text}"
+        );
+        c.send(syn(17, "error", "x")).await;
+        c.send(syn(19, "data", "x")).await;
+        let frames = pair_frames(&mut c, 17, 19).await;
+        assert!(
+            frames
+                .iter()
+                .any(|f| matches!(f, Frame::Data { stream_id: 19, data, .. } if data == "hello 5")),
+            "{frames:?}"
+        );
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }
