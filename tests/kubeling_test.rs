@@ -2,7 +2,6 @@
 //! as a child, pods on Docker with the locally built testbox image) and exits 0 or 1 as kuttl does.
 
 #[path = "../fixtures/testbox/image.rs"]
-#[allow(dead_code, unreachable_pub)]
 mod testbox_image;
 
 use std::path::{Path, PathBuf};
