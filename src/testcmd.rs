@@ -150,7 +150,8 @@ fn remove_cluster_containers(node_dir: &std::path::Path) {
         .output();
 }
 
-/// Runs `kubeling test`; returns the exit code (0: every test passed, 1: a failure, as kuttl and chainsaw).
+/// Runs `kubeling test`; returns the exit code (0: every test passed, 1: a failure, as kuttl and chainsaw;
+/// 255 when interrupted, as kuttl).
 pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
     let (owned, kubeconfig) = match &args.kubeconfig {
         Some(k) => (None, k.clone()),
@@ -179,7 +180,15 @@ pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
         }),
     };
     let format = opts.report_format;
-    let result = testrunner::run(cluster, args.paths, opts).await;
+    // SIGINT/SIGTERM end the run at once (kuttl exits 255), still stopping the cluster started for it.
+    let result = tokio::select! {
+        r = testrunner::run(cluster, args.paths, opts) => r,
+        _ = crate::wait_for_signal() => {
+            eprintln!("interrupted");
+            drop(owned);
+            return Ok(255);
+        }
+    };
     drop(owned);
     let result = result?;
     println!("{}", result.summary());
