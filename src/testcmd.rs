@@ -44,7 +44,8 @@ pub(crate) struct TestArgs {
     /// Where the report goes (default: the current directory when --report-format is given).
     #[arg(long)]
     report_dir: Option<PathBuf>,
-    /// Write a report: JUnit XML or JSON (`kuttl-report.xml|json`).
+    /// Write a report: JUnit XML or JSON (`kuttl-report.xml|json`, or the TestSuite's reportName); a kuttl
+    /// TestSuite's `reportFormat`, `artifactsDir` and `reportGranularity` apply when the flags are not given.
     #[arg(long, value_enum)]
     report_format: Option<ReportFormat>,
 }
@@ -150,6 +151,21 @@ fn remove_cluster_containers(node_dir: &std::path::Path) {
         .output();
 }
 
+/// The kuttl TestSuite that names the run's report: `--config`, else a single PATH's `kuttl-test.yaml`, else
+/// `./kuttl-test.yaml`; defaults when there is none (or it does not load: the run reports that itself).
+fn kuttl_suite(config: &Option<PathBuf>, paths: &[PathBuf]) -> testrunner::kuttl::config::TestSuite {
+    let single = match paths {
+        [p] => Some(p.join("kuttl-test.yaml")),
+        _ => None,
+    };
+    [config.clone(), single, Some(PathBuf::from("kuttl-test.yaml"))]
+        .into_iter()
+        .flatten()
+        .find(|p| p.is_file())
+        .and_then(|p| testrunner::kuttl::config::load(&p).ok())
+        .unwrap_or_default()
+}
+
 /// Runs `kubeling test`; returns the exit code (0: every test passed, 1: a failure, as kuttl and chainsaw;
 /// 255 when interrupted, as kuttl).
 pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
@@ -167,7 +183,7 @@ pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
         Some(std::path::absolute(&kubeconfig)?),
     ));
     let opts = testrunner::RunOptions {
-        config: args.config,
+        config: args.config.clone(),
         parallel: args.parallel,
         test: args.test,
         timeout: args.timeout,
@@ -179,7 +195,30 @@ pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
             ReportFormat::Json => testrunner::report::Format::Json,
         }),
     };
-    let format = opts.report_format;
+    // A kuttl TestSuite's report settings apply when the flags do not say otherwise.
+    let suite = kuttl_suite(&args.config, &args.paths);
+    let format = opts
+        .report_format
+        .or_else(|| match suite.report_format.to_ascii_lowercase().as_str() {
+            "xml" => Some(testrunner::report::Format::Xml),
+            "json" => Some(testrunner::report::Format::Json),
+            _ => None,
+        });
+    let report_dir = args
+        .report_dir
+        .clone()
+        .or_else(|| (!suite.artifacts_dir.is_empty()).then(|| PathBuf::from(&suite.artifacts_dir)))
+        .unwrap_or_else(|| PathBuf::from("."));
+    let report_name = if suite.report_name.is_empty() {
+        "kuttl-report".to_string()
+    } else {
+        suite.report_name.clone()
+    };
+    let granularity = if suite.report_granularity.eq_ignore_ascii_case("test") {
+        testrunner::report::Granularity::Test
+    } else {
+        testrunner::report::Granularity::Step
+    };
     // SIGINT/SIGTERM end the run at once (kuttl exits 255), still stopping the cluster started for it.
     let result = tokio::select! {
         r = testrunner::run(cluster, args.paths, opts) => r,
@@ -190,13 +229,14 @@ pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
         }
     };
     drop(owned);
-    let result = result?;
+    let mut result = result?;
+    if result.name.is_empty() {
+        result.name = suite.name.clone();
+    }
     println!("{}", result.summary());
     if let Some(f) = format {
-        let dir = args.report_dir.unwrap_or_else(|| PathBuf::from("."));
-        let g = testrunner::report::Granularity::Step;
-        let path = testrunner::report::write(&result, &dir, "kuttl-report", f, g)
-            .with_context(|| format!("writing the report into {}", dir.display()))?;
+        let path = testrunner::report::write(&result, &report_dir, &report_name, f, granularity)
+            .with_context(|| format!("writing the report into {}", report_dir.display()))?;
         println!("report: {}", path.display());
     }
     Ok(if result.success() { 0 } else { 1 })
