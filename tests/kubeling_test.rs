@@ -180,3 +180,48 @@ fn conformance_kuttl_api_cases_without_images_pass_unchanged() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("Tests: 2 passed, 0 failed"), "{out}");
 }
+
+#[test]
+fn a_namespace_held_by_a_finalizer_is_reported_not_waited_for_and_fail_fast_skips_the_rest() {
+    let suite = tempfile::tempdir().unwrap();
+    let stuck = suite.path().join("a-stuck");
+    std::fs::create_dir_all(&stuck).unwrap();
+    // Nothing removes this finalizer, so the namespace stays Terminating.
+    std::fs::write(
+        stuck.join("00-held.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  finalizers: [example.com/never]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        stuck.join("00-assert.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n",
+    )
+    .unwrap();
+    let later = suite.path().join("b-later");
+    std::fs::create_dir_all(&later).unwrap();
+    std::fs::write(
+        later.join("00-cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let (code, out) = kubeling_test(
+        suite.path(),
+        &[".", "--timeout", "4", "--parallel", "1", "--fail-fast"],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("--- FAIL: ./a-stuck ("), "{out}");
+    assert!(out.contains("failed in cleanup"), "{out}");
+    assert!(out.contains("to be deleted timed out after 4.0s"), "{out}");
+    assert!(
+        out.contains("--- SKIP: ./b-later ("),
+        "--fail-fast skips the test not started: {out}"
+    );
+    assert!(out.contains("Tests: 0 passed, 1 failed, 1 skipped"), "{out}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the run was not held: {:?}",
+        started.elapsed()
+    );
+}
