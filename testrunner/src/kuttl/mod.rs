@@ -286,7 +286,7 @@ fn skipped(dir: &Path) -> TestResult {
 /// `HH:MM:SS | <case>/<index>-<step> | <message>`.
 fn stamp(log: &mut Vec<String>, case: &str, step: &str, lines: Vec<String>) {
     for l in lines {
-        let l = if l.len() > 11 && l.is_char_boundary(11) && &l[8..11] == " | " {
+        let l = if l.get(8..11) == Some(" | ") {
             l
         } else {
             step::at(l)
@@ -462,6 +462,23 @@ async fn run_case(ctx: &SuiteContext, set: &Settings, dir: &Path) -> TestResult 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_lines_read_as_kuttls() {
+        let mut log = Vec::new();
+        stamp(
+            &mut log,
+            "pod",
+            "0-install",
+            vec!["12:00:01 | Pod:ns/p created".into(), "é".into()],
+        );
+        assert_eq!(log[0], "12:00:01 | pod/0-install | Pod:ns/p created");
+        assert!(
+            log[1].ends_with(" | pod/0-install | é") && log[1].len() == 8 + " | pod/0-install | é".len(),
+            "{}",
+            log[1]
+        );
+    }
 
     #[test]
     fn flags_win_over_the_test_suite_then_kuttl_defaults() {
