@@ -450,9 +450,12 @@ fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_env("KUBELING_LOG")
                 // hickory logs refused and malformed queries at info and above.
                 .unwrap_or_else(|_| {
-                    tracing_subscriber::EnvFilter::new(
-                        "info,hickory_server=warn,hickory_proto=warn,hickory_net=warn",
-                    )
+                    // `test` runs its cluster in this process: only its warnings go between the test lines.
+                    tracing_subscriber::EnvFilter::new(if matches!(cli.command, Command::Test(_)) {
+                        "warn,kube_client=off,hickory_server=error,hickory_proto=error,hickory_net=error"
+                    } else {
+                        "info,hickory_server=warn,hickory_proto=warn,hickory_net=warn"
+                    })
                 }),
         )
         .with_writer(std::io::stderr)

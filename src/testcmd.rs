@@ -1,14 +1,12 @@
 //! `kubeling test`: the command line of the suite runner (`testrunner` crate) and the cluster it runs
-//! against: `--kubeconfig`'s, or one of its own started for the run by [`start_cluster`].
+//! against: `--kubeconfig`'s, or one of its own started in this process for the run by [`start_cluster`].
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use kubeling_testing::TestCluster;
 
 #[derive(Clone, Copy, ValueEnum)]
 pub(crate) enum ReportFormat {
@@ -50,105 +48,18 @@ pub(crate) struct TestArgs {
     report_format: Option<ReportFormat>,
 }
 
-/// A cluster started for the run: `kubeling up` as a child on a temp data dir; stopped, and its containers
-/// removed, when dropped.
-pub(crate) struct OwnedCluster {
-    child: Child,
-    data_dir: tempfile::TempDir,
-    pub(crate) kubeconfig: PathBuf,
-}
-
-/// Starts `kubeling up --port 0 --no-kubeconfig-merge` on a temp data dir and waits for its ready line.
-/// (One function so an in-process cluster library can replace it.)
-pub(crate) fn start_cluster() -> anyhow::Result<OwnedCluster> {
-    let data_dir = tempfile::Builder::new()
-        .prefix("kubeling-test-")
-        .tempdir()
-        .context("creating a data dir")?;
-    let exe = std::env::current_exe().context("finding the kubeling binary")?;
-    let mut child = Command::new(exe)
-        .args(["up", "--port", "0", "--no-kubeconfig-merge", "--data-dir"])
-        .arg(data_dir.path())
-        .env(
-            "KUBELING_LOG",
-            std::env::var("KUBELING_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("starting kubeling up")?;
-    let stdout = child.stdout.take().context("kubeling up's stdout")?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.starts_with("kubeling is ready") {
-                let _ = tx.send(line);
-            }
-        }
-    });
-    let mut cluster = OwnedCluster {
-        child,
-        kubeconfig: data_dir.path().join("kubeconfig"),
-        data_dir,
-    };
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(line) => {
-            eprintln!("{line}");
-            Ok(cluster)
-        }
-        Err(_) => {
-            let _ = cluster.child.kill();
-            anyhow::bail!("the cluster did not become ready within 60 s")
-        }
-    }
-}
-
-impl Drop for OwnedCluster {
-    fn drop(&mut self) {
-        // SIGTERM for an orderly stop, bounded; then the containers it ran (they outlive the node agent by design).
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        remove_cluster_containers(&self.data_dir.path().join("node"));
-    }
-}
-
-/// Removes the containers, gateway and network of the cluster whose node data dir is `node_dir` (by the
-/// `io.kubeling.cluster` label its `cluster-id` names).
-fn remove_cluster_containers(node_dir: &std::path::Path) {
-    let Ok(id) = std::fs::read_to_string(node_dir.join("cluster-id")) else {
-        return;
-    };
-    let id = id.trim();
-    let filter = format!("label=io.kubeling.cluster={id}");
-    if let Ok(out) = Command::new("docker")
-        .args(["ps", "-aq", "--filter", &filter])
-        .output()
-    {
-        let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .map(String::from)
-            .collect();
-        if !ids.is_empty() {
-            let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
-        }
-    }
-    let _ = Command::new("docker")
-        .args(["rm", "-f", &format!("kubeling-gateway-{id}")])
-        .output();
-    let _ = Command::new("docker")
-        .args(["network", "rm", &format!("kubeling-{id}")])
-        .output();
+/// Starts the run's own cluster in this process (`kubeling_testing::TestCluster`: a temp data dir, the API
+/// server, controllers, DNS and a node agent on Docker); [`TestCluster::stop`] ends it and removes its
+/// containers, gateway and network. (One function, so the cluster the runner uses is chosen in one place.)
+pub(crate) async fn start_cluster() -> anyhow::Result<TestCluster> {
+    let c = TestCluster::start().await.context("starting the cluster")?;
+    eprintln!(
+        "kubeling is ready at {} in {} ms (data dir {})",
+        c.url(),
+        c.started_in().as_millis(),
+        c.data_dir().display()
+    );
+    Ok(c)
 }
 
 /// The kuttl TestSuite that names the run's report: `--config`, else a single PATH's `kuttl-test.yaml`, else
@@ -172,8 +83,8 @@ pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
     let (owned, kubeconfig) = match &args.kubeconfig {
         Some(k) => (None, k.clone()),
         None => {
-            let c = tokio::task::spawn_blocking(start_cluster).await??;
-            let k = c.kubeconfig.clone();
+            let c = start_cluster().await?;
+            let k = c.kubeconfig().to_path_buf();
             (Some(c), k)
         }
     };
@@ -224,11 +135,15 @@ pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
         r = testrunner::run(cluster, args.paths, opts) => r,
         _ = crate::wait_for_signal() => {
             eprintln!("interrupted");
-            drop(owned);
+            if let Some(c) = owned {
+                c.stop().await;
+            }
             return Ok(255);
         }
     };
-    drop(owned);
+    if let Some(c) = owned {
+        c.stop().await;
+    }
     let mut result = result?;
     if result.name.is_empty() {
         result.name = suite.name.clone();

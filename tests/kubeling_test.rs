@@ -119,11 +119,7 @@ fn a_broken_assertion_fails_with_a_diff_naming_the_field() {
     )
     .unwrap();
     let started = Instant::now();
-    let (code, out) = kubeling_test(
-        suite.path(),
-        &[".", "--timeout", "3", "--parallel", "2"],
-        Duration::from_secs(120),
-    );
+    let (code, out) = kubeling_test(suite.path(), &[".", "--parallel", "2"], Duration::from_secs(120));
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("--- FAIL: ./broken ("), "{out}");
     assert!(out.contains("--- PASS: ./good ("), "{out}");
