@@ -142,7 +142,21 @@ pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
         }
     };
     if let Some(c) = owned {
+        // Pods may still be being started when the cluster stops (kept with --skip-delete, or left by a
+        // failure); a container Docker finishes creating after the clean-up is removed by a second sweep.
+        let late_sweep = args.skip_delete || !result.as_ref().is_ok_and(|r| r.success());
+        let id_dir = tempfile::tempdir().ok().filter(|d| {
+            std::fs::copy(
+                c.data_dir().join("data/node/cluster-id"),
+                d.path().join("cluster-id"),
+            )
+            .is_ok()
+        });
         c.stop().await;
+        if let (true, Some(d)) = (late_sweep, id_dir) {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            let _ = node::cleanup::remove_cluster_of(d.path()).await;
+        }
     }
     let mut result = result?;
     if result.name.is_empty() {
