@@ -2,6 +2,7 @@
 //! agent). The work itself lives in the `apiserver`, `controllers` and `node` crates.
 
 mod bench;
+mod testcmd;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -37,6 +38,9 @@ enum Command {
     /// Measure the API server (start-up, memory, create rate, LIST, watch fan-out) and print the figures;
     /// `--node` adds pod start-up on Docker, `--probes` the cost and latency of probes.
     Bench(bench::BenchArgs),
+    /// Run kuttl and chainsaw suites (each recognised as written) against a cluster of its own, or
+    /// `--kubeconfig`'s; exits 0 when every test passes, 1 otherwise.
+    Test(testcmd::TestArgs),
 }
 
 #[derive(Args, Clone)]
@@ -446,9 +450,12 @@ fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_env("KUBELING_LOG")
                 // hickory logs refused and malformed queries at info and above.
                 .unwrap_or_else(|_| {
-                    tracing_subscriber::EnvFilter::new(
-                        "info,hickory_server=warn,hickory_proto=warn,hickory_net=warn",
-                    )
+                    // `test` runs its cluster in this process: only its warnings go between the test lines.
+                    tracing_subscriber::EnvFilter::new(if matches!(cli.command, Command::Test(_)) {
+                        "warn,kube_client=off,hickory_server=error,hickory_proto=error,hickory_net=error"
+                    } else {
+                        "info,hickory_server=warn,hickory_proto=warn,hickory_net=warn"
+                    })
                 }),
         )
         .with_writer(std::io::stderr)
@@ -474,6 +481,7 @@ fn main() -> anyhow::Result<()> {
         Command::Node(args) => runtime()?.block_on(run_node(args)),
         Command::Controllers(args) => runtime()?.block_on(run_controllers(args)),
         Command::Bench(args) => runtime()?.block_on(bench::run(args)),
+        Command::Test(args) => std::process::exit(runtime()?.block_on(testcmd::run(args))?),
     }
 }
 
