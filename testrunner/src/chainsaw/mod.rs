@@ -19,3 +19,8 @@ pub mod functions;
 pub mod model;
 pub mod names;
 pub mod template;
+pub mod ops;
+pub mod output;
+pub mod run;
+
+pub use run::{Options, run};
