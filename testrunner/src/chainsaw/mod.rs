@@ -23,4 +23,4 @@ pub mod ops;
 pub mod output;
 pub mod run;
 
-pub use run::{Options, run};
+pub use run::{Options, run, run_suite};

@@ -4,7 +4,7 @@
 //! namespace, if the test created it. Tests with `concurrent: false` first, one by one, then the others in
 //! parallel up to `parallel`; `failFast` skips tests not yet started after a failure.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::bindings::Bindings;
-use super::config::{ResolvedTimeouts, Settings};
+use super::config::{ResolvedTimeouts, Settings, load_settings};
 use super::discovery::{Discovered, discover};
 use super::model::{Operation, Scenario, Step, Test};
 use super::ops::{self, OpCtx, bind_all};
@@ -42,8 +42,62 @@ struct Job {
     scenario: Option<(usize, Scenario)>,
 }
 
+/// `kubeling test`'s entry for a chainsaw suite directory: the Configuration is `--config` when it is one,
+/// else the suite's own `.chainsaw.yaml`, else `./.chainsaw.yaml`, else chainsaw's defaults; then the
+/// command line's `--parallel`, `--timeout` (all six timeouts, as `chainsaw migrate kuttl config` maps
+/// kuttl's), `--skip-delete`, `--fail-fast`, `--test` win.
+pub async fn run_suite(ctx: Arc<crate::SuiteContext>, dir: &Path) -> SuiteResult {
+    let suite_name = dir.display().to_string();
+    let settings = match suite_settings(&ctx.opts, dir) {
+        Ok(s) => s,
+        Err(e) => return SuiteResult::failed(&suite_name, e),
+    };
+    let opts = Options { dirs: vec![dir.to_path_buf()], settings, test_regex: ctx.opts.test.clone(), values: Value::Null, quiet: false };
+    let run = run_with(ctx.cluster.clone(), opts, Some(ctx.clone())).await;
+    let mut suite = SuiteResult { name: suite_name, tests: vec![], start: jiff::Timestamp::now() - run.duration, duration: run.duration, error: None };
+    for s in run.suites {
+        if suite.error.is_none() {
+            suite.error = s.error;
+        }
+        suite.tests.extend(s.tests);
+    }
+    suite.tests.sort_by(|a, b| a.name.cmp(&b.name));
+    suite
+}
+
+/// The settings of a suite directory (see [`run_suite`]).
+pub fn suite_settings(opts: &crate::RunOptions, dir: &Path) -> Result<Settings, String> {
+    let own = dir.join(".chainsaw.yaml");
+    let mut settings = match &opts.config {
+        Some(c) if is_configuration(c) => load_settings(Some(c), Path::new("."))?,
+        _ if own.is_file() => load_settings(Some(&own), dir)?,
+        _ => load_settings(None, Path::new("."))?,
+    };
+    if let Some(p) = opts.parallel {
+        settings.parallel = Some(p);
+    }
+    if let Some(t) = opts.timeout {
+        let d = Duration::from_secs(t);
+        settings.timeouts = ResolvedTimeouts { apply: d, assert: d, cleanup: d, delete: d, error: d, exec: d };
+    }
+    settings.skip_delete |= opts.skip_delete;
+    settings.fail_fast |= opts.fail_fast;
+    Ok(settings)
+}
+
+fn is_configuration(path: &Path) -> bool {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_norway::from_str::<Value>(&t).ok())
+        .is_some_and(|v| v.get("kind").and_then(Value::as_str) == Some("Configuration"))
+}
+
 /// Runs the chainsaw tests under `opts.dirs`; prints chainsaw's lines and summary.
 pub async fn run(cluster: Arc<Cluster>, opts: Options) -> RunResult {
+    run_with(cluster, opts, None).await
+}
+
+async fn run_with(cluster: Arc<Cluster>, opts: Options, ctx: Option<Arc<crate::SuiteContext>>) -> RunResult {
     let started = Instant::now();
     let start = jiff::Timestamp::now();
     let log = Arc::new(Log::new(opts.quiet));
@@ -88,7 +142,7 @@ pub async fn run(cluster: Arc<Cluster>, opts: Options) -> RunResult {
         }
     }
     let failed = Arc::new(AtomicBool::new(false));
-    let shared = Arc::new(Shared { cluster, settings: settings.clone(), log: log.clone(), values: opts.values.clone(), failed: failed.clone() });
+    let shared = Arc::new(Shared { cluster, settings: settings.clone(), log: log.clone(), values: opts.values.clone(), failed: failed.clone(), ctx });
     let mut results: Vec<(usize, TestResult)> = Vec::new();
     let mut id = 0usize;
     for (_, job) in jobs.iter().filter(|(c, _)| !c) {
@@ -126,7 +180,8 @@ pub async fn run(cluster: Arc<Cluster>, opts: Options) -> RunResult {
     }
     let run = RunResult { name: settings.report.as_ref().map(|r| r.name.clone()).unwrap_or_else(|| "chainsaw-report".into()), suites, duration: started.elapsed() };
     let (p, f, s) = run.counts();
-    for suite in &run.suites {
+    // Under `kubeling test` the run's summary prints the failures.
+    for suite in run.suites.iter().filter(|_| shared.ctx.is_none()) {
         for t in suite.tests.iter().filter(|t| t.status == Status::Failed) {
             log.text(&format!("=== ERROR {}\n{}", t.name, t.failure.as_deref().unwrap_or("failed").trim_end()));
         }
@@ -145,9 +200,40 @@ struct Shared {
     log: Arc<Log>,
     values: Value,
     failed: Arc<AtomicBool>,
+    /// `kubeling test`'s run-wide context (progress lines, run-wide fail-fast).
+    ctx: Option<Arc<crate::SuiteContext>>,
+}
+
+impl Shared {
+    fn should_stop(&self) -> bool {
+        (self.settings.fail_fast && self.failed.load(Ordering::SeqCst)) || self.ctx.as_ref().is_some_and(|c| c.should_stop())
+    }
+
+    fn mark_failed(&self) {
+        self.failed.store(true, Ordering::SeqCst);
+        if let Some(c) = &self.ctx {
+            c.mark_failed();
+        }
+    }
+
+    fn done(&self, suite: &str, t: &TestResult) {
+        if let Some(c) = &self.ctx {
+            c.progress.test_done(suite, t);
+        }
+    }
 }
 
 async fn run_job(shared: Arc<Shared>, job: Job, id: usize) -> TestResult {
+    let suite = job.discovered.base_path.display().to_string();
+    let t = run_job_inner(shared.clone(), job, id).await;
+    if t.status == Status::Failed {
+        shared.mark_failed();
+    }
+    shared.done(&suite, &t);
+    t
+}
+
+async fn run_job_inner(shared: Arc<Shared>, job: Job, id: usize) -> TestResult {
     let started = Instant::now();
     let start = jiff::Timestamp::now();
     let name = match &job.scenario {
@@ -161,12 +247,11 @@ async fn run_job(shared: Arc<Shared>, job: Job, id: usize) -> TestResult {
             result.status = Status::Failed;
             result.message = Some("the test could not be loaded".into());
             result.failure = Some(e.clone());
-            shared.failed.store(true, Ordering::SeqCst);
             shared.log.op(&name, "@load", "load", "ERROR", e);
             return result;
         }
     };
-    if test.spec.skip == Some(true) || (shared.settings.fail_fast && shared.failed.load(Ordering::SeqCst)) {
+    if test.spec.skip == Some(true) || shared.should_stop() {
         result.status = Status::Skipped;
         shared.log.op(&name, "@skip", "test", "SKIP", "");
         return result;
@@ -184,9 +269,6 @@ async fn run_job(shared: Arc<Shared>, job: Job, id: usize) -> TestResult {
             failure.push_str(&r);
         }
         result.failure = Some(failure);
-        if test.spec.fail_fast.unwrap_or(true) {
-            shared.failed.store(true, Ordering::SeqCst);
-        }
     }
     result.duration = started.elapsed();
     result
