@@ -3,7 +3,8 @@
 //! `~name.(expr)` iteration, `expr -> name` binding, `\(literal)\` escape), slices match by position with
 //! equal lengths, scalar leaves compare (or evaluate as `(expr)` with `@` = the actual value).
 //!
-//! A mismatch is a list of field errors (the assertion may match later, so the caller polls again); a
+//! A mismatch is a list of field errors (a `~` iteration over something that is not a slice or a map is
+//! one too, kyverno-json's `TypeInvalid`) (the assertion may match later, so the caller polls again); a
 //! type error (`types are not comparable`, a plain key into a non-map, a slice node against a non-slice, a
 //! bad expression) is [`AssertError::Internal`], which stops polling at once as in chainsaw.
 
@@ -226,12 +227,12 @@ fn node(
                                 node(sub, item, &child(&p, k), &b, errs)?;
                             }
                         }
-                        other => {
-                            return Err(format!(
-                                "{p}: expected a slice or a map, found {}",
-                                type_name(other)
-                            ));
-                        }
+                        other => errs.push(FieldError {
+                            path: p,
+                            detail: format!("Invalid value: {}: expected a slice or a map", render(other)),
+                            expected: None,
+                            actual: Some(other.clone()),
+                        }),
                     },
                     _ => node(sub, &value, &p, &b, errs)?,
                 }
@@ -372,6 +373,10 @@ mod tests {
             (
                 "spec: {~.(containers): {image: nginx-1}}",
                 Err(("spec.(containers)[1].image", false)),
+            ),
+            (
+                "status: {~.(containerStatuses): {ready: true}}",
+                Err(("status.(containerStatuses): Invalid value: null: expected a slice or a map", false)),
             ),
             ("spec: {\"(containers[0])->c\": {name: ($c.name)}}", Ok(())),
             ("metadata: {labels: {}}", Ok(())),
