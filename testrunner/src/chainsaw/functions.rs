@@ -40,9 +40,17 @@ pub fn with_cluster<T>(reader: Option<Arc<dyn ClusterReader>>, f: impl FnOnce() 
     out
 }
 
+static GLOBAL: std::sync::RwLock<Option<Arc<dyn ClusterReader>>> = std::sync::RwLock::new(None);
+
+/// Sets the cluster the `x_k8s_*` functions read when no thread-local one is installed (the run's).
+pub fn set_global_cluster(reader: Option<Arc<dyn ClusterReader>>) {
+    *GLOBAL.write().expect("cluster reader lock") = reader;
+}
+
 fn cluster() -> Result<Arc<dyn ClusterReader>, String> {
     CLUSTER
         .with(|c| c.borrow().clone())
+        .or_else(|| GLOBAL.read().expect("cluster reader lock").clone())
         .ok_or_else(|| "no cluster client available".to_string())
 }
 

@@ -168,6 +168,8 @@ pub struct Operation {
     pub name: Option<String>,
     pub description: Option<String>,
     pub continue_on_error: Option<bool>,
+    /// The default compiler of the operation's expressions (`jp`; `cel` is not supported).
+    pub compiler: Option<String>,
     pub apply: Option<ResourceAction>,
     pub create: Option<ResourceAction>,
     pub patch: Option<ResourceAction>,

@@ -54,8 +54,9 @@ pub struct Outcome {
 pub fn bind_all(base: &Bindings, bindings: &[Binding]) -> Result<Bindings, String> {
     let mut b = base.clone();
     for binding in bindings {
-        let v = template(&binding.value, &b).map_err(|e| format!("binding {}: {e}", binding.name))?;
-        b = b.with(binding.name.clone(), v);
+        let name = template_string(&binding.name, &b).map_err(|e| format!("binding {}: {e}", binding.name))?;
+        let v = template(&binding.value, &b).map_err(|e| format!("binding {name}: {e}"))?;
+        b = b.with(name, v);
     }
     Ok(b)
 }
@@ -126,6 +127,14 @@ pub fn describe(obj: &Value, ns: &str) -> String {
     format!("{}/{} @ {}/{}", s("/apiVersion"), s("/kind"), ns, if name.is_empty() { "*".into() } else { name })
 }
 
+/// An engine error as chainsaw's `$error` shows it: the API server's message for API errors.
+fn error_text(e: &crate::engine::Error) -> String {
+    match e {
+        crate::engine::Error::Api { source: kube::Error::Api(status), .. } => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// Runs one operation; `Err` is the operation's failure text.
 pub async fn run(action: Action<'_>, ctx: &OpCtx<'_>) -> Result<Outcome, String> {
     match action {
@@ -171,13 +180,16 @@ fn expectations(expect: &[Expectation], obj: &Value, err: Option<&str>, b: &Bind
 }
 
 async fn write(kind: &'static str, a: &ResourceAction, ctx: &OpCtx<'_>) -> Result<Outcome, String> {
-    let b = bind_all(&ctx.bindings, &a.bindings)?;
+    let mut b = bind_all(&ctx.bindings, &a.bindings)?;
     let timeout = timeout_of(&a.timeout, ctx.timeouts.apply)?;
     let templating = a.template.unwrap_or(ctx.templating);
     let opts = WriteOptions { strict: true, dry_run: a.dry_run.unwrap_or(false) };
     let mut outcome = Outcome::default();
-    for raw in resources(ctx, &a.file, &a.resource, &b)? {
-        let obj = if templating { template(&raw, &b)? } else { raw };
+    for (ri, raw) in resources(ctx, &a.file, &a.resource, &b)?.into_iter().enumerate() {
+        let mut operation = b.get("operation").cloned().unwrap_or_else(|| serde_json::json!({}));
+        operation["resourceId"] = Value::from(ri + 1);
+        let rb = b.with("operation", operation);
+        let obj = if templating { template(&raw, &rb)? } else { raw };
         let what = describe(&obj, ctx.namespace);
         ctx.log.op(ctx.test, ctx.step, kind, "RUN", &what);
         let deadline = Instant::now() + timeout;
@@ -192,9 +204,9 @@ async fn write(kind: &'static str, a: &ResourceAction, ctx: &OpCtx<'_>) -> Resul
                 "patch" => ctx.cluster.patch(&obj, ctx.namespace, a.subresource.as_deref(), opts).await.map(|o| (o, false)),
                 _ => ctx.cluster.update(&obj, ctx.namespace, opts).await.map(|o| (o, false)),
             }
-            .map_err(|e| e.to_string());
+            .map_err(|e| error_text(&e));
             let err_text = attempt.as_ref().err().cloned();
-            let decided = match expectations(&a.expect, &obj, err_text.as_deref(), &b) {
+            let decided = match expectations(&a.expect, &obj, err_text.as_deref(), &rb) {
                 Some(r) => r.map(|_| attempt.as_ref().ok().cloned()),
                 None => attempt.map(Some),
             };
@@ -206,8 +218,11 @@ async fn write(kind: &'static str, a: &ResourceAction, ctx: &OpCtx<'_>) -> Resul
                     {
                         outcome.created.push(o.clone());
                     }
-                    let ob = b.with("error", err_text.clone().map(Value::from).unwrap_or(Value::Null));
-                    outcome.outputs.extend(outputs(&a.outputs, &live, &ob)?);
+                    let ob = rb.with("error", err_text.clone().map(Value::from).unwrap_or(Value::Null));
+                    for (k, v) in outputs(&a.outputs, &live, &ob)? {
+                        b = b.with(k.clone(), v.clone());
+                        outcome.outputs.push((k, v));
+                    }
                     break None;
                 }
                 Err(e) if Instant::now() + POLL < deadline => {
@@ -236,9 +251,10 @@ fn outputs(outs: &[Output], at: &Value, b: &Bindings) -> Result<Vec<(String, Val
         {
             continue;
         }
+        let name = template_string(&o.name, &b)?;
         let v = super::expr::evaluate_if_expression(&o.value, at, &b).and_then(|v| template(&v, &b))?;
-        b = b.with(o.name.clone(), v.clone());
-        res.push((o.name.clone(), v));
+        b = b.with(name.clone(), v.clone());
+        res.push((name, v));
     }
     Ok(res)
 }
@@ -260,10 +276,17 @@ fn to_diffs(e: &AssertError) -> Vec<FieldDiff> {
     }
 }
 
-/// The x_k8s_* functions' view of the cluster, blocking on the runtime (used from `spawn_blocking`).
-struct Reader {
-    cluster: Arc<Cluster>,
-    handle: tokio::runtime::Handle,
+/// The x_k8s_* functions' view of the cluster: JMESPath evaluation is synchronous, so the reader blocks on
+/// the runtime (`block_in_place` on a worker of the multi-thread runtime; directly on a blocking thread).
+pub struct Reader {
+    pub cluster: Arc<Cluster>,
+    pub handle: tokio::runtime::Handle,
+}
+
+impl Reader {
+    fn block<F: std::future::Future>(&self, f: F) -> F::Output {
+        tokio::task::block_in_place(|| self.handle.block_on(f))
+    }
 }
 
 impl ClusterReader for Reader {
@@ -275,7 +298,7 @@ impl ClusterReader for Reader {
             name: Some(name.into()),
             labels: Default::default(),
         };
-        self.handle.block_on(self.cluster.get(&sel, namespace)).map_err(|e| e.to_string())
+        self.block(self.cluster.get(&sel, namespace)).map_err(|e| e.to_string())
     }
     fn list(&self, api_version: &str, kind: &str, namespace: &str) -> Result<Value, String> {
         let sel = Selector {
@@ -285,14 +308,14 @@ impl ClusterReader for Reader {
             name: None,
             labels: Default::default(),
         };
-        let items = self.handle.block_on(self.cluster.list(&sel, namespace)).map_err(|e| e.to_string())?;
+        let items = self.block(self.cluster.list(&sel, namespace)).map_err(|e| e.to_string())?;
         Ok(serde_json::json!({"apiVersion": api_version, "kind": format!("{kind}List"), "items": items}))
     }
     fn resource_exists(&self, api_version: &str, kind: &str) -> Result<bool, String> {
-        Ok(self.handle.block_on(self.cluster.resolve(api_version, kind)).is_ok())
+        Ok(self.block(self.cluster.resolve(api_version, kind)).is_ok())
     }
     fn server_version(&self) -> Result<Value, String> {
-        let v = self.handle.block_on(self.cluster.client().apiserver_version()).map_err(|e| e.to_string())?;
+        let v = self.block(self.cluster.client().apiserver_version()).map_err(|e| e.to_string())?;
         serde_json::to_value(v).map_err(|e| e.to_string())
     }
 }
@@ -434,7 +457,7 @@ fn environment(env: &[EnvVar], b: &Bindings, ctx: &OpCtx<'_>) -> Result<Vec<(Str
     let mut out = Vec::new();
     for e in env {
         match template(&e.value, b)? {
-            Value::String(s) => out.push((e.name.clone(), s)),
+            Value::String(s) => out.push((template_string(&e.name, b)?, s)),
             other => return Err(format!("env {}: value must be a string, got {other}", e.name)),
         }
     }

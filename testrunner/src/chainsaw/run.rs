@@ -101,6 +101,10 @@ async fn run_with(cluster: Arc<Cluster>, opts: Options, ctx: Option<Arc<crate::S
     let started = Instant::now();
     let start = jiff::Timestamp::now();
     let log = Arc::new(Log::new(opts.quiet));
+    if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+        let reader = ops::Reader { cluster: cluster.clone(), handle: tokio::runtime::Handle::current() };
+        super::functions::set_global_cluster(Some(Arc::new(reader)));
+    }
     let settings = Arc::new(opts.settings.clone());
     let found = match discover(&opts.dirs, &settings.test_file) {
         Ok(f) => f,
@@ -321,9 +325,19 @@ impl TestRun<'_> {
                 return out;
             }
         };
+        // A literal `metadata.name` in the namespace template names the namespace.
+        let template_name = spec
+            .namespace_template
+            .as_ref()
+            .or(settings.namespace_template.as_ref())
+            .and_then(|t| t.pointer("/metadata/name"))
+            .and_then(Value::as_str)
+            .filter(|n| super::expr::parse(n).is_none())
+            .map(str::to_string);
         let namespace = spec
             .namespace
             .clone()
+            .or(template_name)
             .or_else(|| settings.namespace.clone())
             .unwrap_or_else(|| super::names::namespace_name(rand::random()));
         out.namespace = Some(namespace.clone());
