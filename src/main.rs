@@ -3,6 +3,7 @@
 
 mod bench;
 pub mod kubeconfig;
+mod testcmd;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -37,6 +38,9 @@ enum Command {
     /// Measure the API server (start-up, memory, create rate, LIST, watch fan-out) and print the figures;
     /// `--node` adds pod start-up on Docker, `--probes` the cost and latency of probes.
     Bench(bench::BenchArgs),
+    /// Run kuttl and chainsaw suites (each recognised as written) against a cluster of its own, or
+    /// `--kubeconfig`'s; exits 0 when every test passes, 1 otherwise.
+    Test(testcmd::TestArgs),
 }
 
 #[derive(Args, Clone)]
@@ -602,6 +606,7 @@ fn main() -> anyhow::Result<()> {
         Command::Node(args) => runtime()?.block_on(run_node(args)),
         Command::Controllers(args) => runtime()?.block_on(run_controllers(args)),
         Command::Bench(args) => runtime()?.block_on(bench::run(args)),
+        Command::Test(args) => std::process::exit(runtime()?.block_on(testcmd::run(args))?),
     }
 }
 

@@ -1,0 +1,183 @@
+//! `kubeling test`, end to end: the real binary runs kuttl suites against a cluster of its own (`kubeling up`
+//! as a child, pods on Docker with the locally built testbox image) and exits 0 or 1 as kuttl does.
+
+#[path = "../fixtures/testbox/image.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod testbox_image;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `kubeling test <args>` in `cwd`, bounded by `limit`; returns (exit code, stdout + stderr).
+fn kubeling_test(cwd: &Path, args: &[&str], limit: Duration) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (out_path, err_path) = (dir.path().join("out"), dir.path().join("err"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubeling"))
+        .arg("test")
+        .args(args)
+        .current_dir(cwd)
+        .env("KUBELING_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .expect("spawning kubeling test");
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            // SIGTERM would leave `kubeling test`'s own cluster to its Drop; SIGKILL is the last resort.
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            std::thread::sleep(Duration::from_secs(5));
+            let _ = child.kill();
+            let _ = child.wait();
+            let out = std::fs::read_to_string(&out_path).unwrap_or_default();
+            panic!("kubeling test {args:?} did not finish within {limit:?}; output so far:\n{out}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let text = std::fs::read_to_string(&out_path).unwrap() + &std::fs::read_to_string(&err_path).unwrap();
+    (status.code().unwrap_or(-1), text)
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn the_projects_kuttl_suite_passes_with_a_summary_and_a_junit_report() {
+    testbox_image::ensure_testbox_image();
+    let reports = tempfile::tempdir().unwrap();
+    let dir = reports.path().to_str().unwrap();
+    let (code, out) = kubeling_test(
+        &repo(),
+        &[
+            "fixtures/e2e/kuttl",
+            "--report-format",
+            "xml",
+            "--report-dir",
+            dir,
+        ],
+        Duration::from_secs(300),
+    );
+    assert_eq!(code, 0, "{out}");
+    for t in [
+        "pod-runs",
+        "readiness-probe",
+        "deployment",
+        "job",
+        "service-endpointslices",
+        "commands-namespace",
+    ] {
+        assert!(
+            out.contains(&format!("--- PASS: fixtures/e2e/kuttl/{t} (")),
+            "{t} did not pass:\n{out}"
+        );
+    }
+    assert!(
+        out.contains("Tests: 6 passed, 0 failed, 0 skipped, 6 total"),
+        "{out}"
+    );
+    let xml = std::fs::read_to_string(reports.path().join("kuttl-report.xml")).unwrap();
+    assert!(xml.starts_with("<?xml"), "{xml}");
+    assert!(xml.contains("<testsuite tests=\"3\" failures=\"0\""), "{xml}");
+    assert!(xml.contains("name=\"step 0-create\""), "step granularity: {xml}");
+    assert!(xml.contains("failures=\"0\""), "{xml}");
+}
+
+#[test]
+fn a_broken_assertion_fails_with_a_diff_naming_the_field() {
+    let suite = tempfile::tempdir().unwrap();
+    let case = suite.path().join("broken");
+    std::fs::create_dir_all(&case).unwrap();
+    std::fs::write(
+        case.join("00-config.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: fast\n  level: \"1\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        case.join("00-assert.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: slow\n  level: \"1\"\n---\n\
+         apiVersion: kuttl.dev/v1beta1\nkind: TestAssert\ntimeout: 3\n",
+    )
+    .unwrap();
+    // A passing test beside it still passes.
+    let good = suite.path().join("good");
+    std::fs::create_dir_all(&good).unwrap();
+    std::fs::write(
+        good.join("00-config.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n",
+    )
+    .unwrap();
+    std::fs::write(
+        good.join("00-assert.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let (code, out) = kubeling_test(
+        suite.path(),
+        &[".", "--timeout", "3", "--parallel", "2"],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("--- FAIL: ./broken ("), "{out}");
+    assert!(out.contains("--- PASS: ./good ("), "{out}");
+    assert!(out.contains("failed in step 0-config"), "{out}");
+    assert!(
+        out.contains(".data.mode: value mismatch, expected: \"slow\" != actual: \"fast\""),
+        "the diff names the field:\n{out}"
+    );
+    assert!(
+        !out.contains(".data.level"),
+        "matching fields are not in the diff:\n{out}"
+    );
+    assert!(out.contains("Tests: 1 passed, 1 failed"), "{out}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the TestAssert's 3 s timeout was honoured: {:?}",
+        started.elapsed()
+    );
+}
+
+/// The public suites in `../shared/peer-data/suites` (see its SOURCES.md), used in place.
+fn peer_suites() -> Option<PathBuf> {
+    let p = repo().join("../shared/peer-data/suites");
+    p.is_dir().then_some(p)
+}
+
+#[test]
+fn kuttls_own_harness_fixtures_pass_unchanged() {
+    let Some(suites) = peer_suites() else {
+        eprintln!("skipped: ../shared/peer-data/suites is not here");
+        return;
+    };
+    let (code, out) = kubeling_test(
+        &suites.join("kuttl-harness/internal/harness"),
+        &["test_data", "--timeout", "20"],
+        Duration::from_secs(300),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Tests: 7 passed, 0 failed"), "{out}");
+}
+
+#[test]
+fn conformance_kuttl_api_cases_without_images_pass_unchanged() {
+    let Some(suites) = peer_suites() else {
+        eprintln!("skipped: ../shared/peer-data/suites is not here");
+        return;
+    };
+    // labels-annotations runs nginx:1.27, which no registry serves here.
+    let (code, out) = kubeling_test(
+        &suites.join("conformance-kuttl"),
+        &["e2e/api", "--test", "^(finalizers|namespace-lifecycle)$"],
+        Duration::from_secs(300),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Tests: 2 passed, 0 failed"), "{out}");
+}
