@@ -32,6 +32,8 @@ pub struct Options {
     /// `$values`.
     pub values: Value,
     pub quiet: bool,
+    /// The suite name progress lines use (`<suite>/<test>`); the test's directory when unset.
+    pub label: Option<String>,
 }
 
 /// One test to run: a discovered test and its scenario.
@@ -52,7 +54,7 @@ pub async fn run_suite(ctx: Arc<crate::SuiteContext>, dir: &Path) -> SuiteResult
         Ok(s) => s,
         Err(e) => return SuiteResult::failed(&suite_name, e),
     };
-    let opts = Options { dirs: vec![dir.to_path_buf()], settings, test_regex: ctx.opts.test.clone(), values: Value::Null, quiet: false };
+    let opts = Options { dirs: vec![dir.to_path_buf()], settings, test_regex: ctx.opts.test.clone(), values: Value::Null, quiet: false, label: Some(suite_name.clone()) };
     let run = run_with(ctx.cluster.clone(), opts, Some(ctx.clone())).await;
     let mut suite = SuiteResult { name: suite_name, tests: vec![], start: jiff::Timestamp::now() - run.duration, duration: run.duration, error: None };
     for s in run.suites {
@@ -146,7 +148,7 @@ async fn run_with(cluster: Arc<Cluster>, opts: Options, ctx: Option<Arc<crate::S
         }
     }
     let failed = Arc::new(AtomicBool::new(false));
-    let shared = Arc::new(Shared { cluster, settings: settings.clone(), log: log.clone(), values: opts.values.clone(), failed: failed.clone(), ctx });
+    let shared = Arc::new(Shared { cluster, settings: settings.clone(), log: log.clone(), values: opts.values.clone(), failed: failed.clone(), ctx, label: opts.label.clone() });
     let mut results: Vec<(usize, TestResult)> = Vec::new();
     let mut id = 0usize;
     for (_, job) in jobs.iter().filter(|(c, _)| !c) {
@@ -206,6 +208,7 @@ struct Shared {
     failed: Arc<AtomicBool>,
     /// `kubeling test`'s run-wide context (progress lines, run-wide fail-fast).
     ctx: Option<Arc<crate::SuiteContext>>,
+    label: Option<String>,
 }
 
 impl Shared {
@@ -228,7 +231,7 @@ impl Shared {
 }
 
 async fn run_job(shared: Arc<Shared>, job: Job, id: usize) -> TestResult {
-    let suite = job.discovered.base_path.display().to_string();
+    let suite = shared.label.clone().unwrap_or_else(|| job.discovered.base_path.display().to_string());
     let t = run_job_inner(shared.clone(), job, id).await;
     if t.status == Status::Failed {
         shared.mark_failed();
