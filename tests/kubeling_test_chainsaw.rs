@@ -3,7 +3,6 @@
 //! own, a failing test runs its `catch` and `finally`, and public chainsaw suites pass unchanged.
 
 #[path = "../fixtures/testbox/image.rs"]
-#[allow(dead_code, unreachable_pub)]
 mod testbox_image;
 
 use std::path::{Path, PathBuf};
@@ -31,7 +30,9 @@ fn kubeling_test(cwd: &Path, args: &[&str], limit: Duration) -> (i32, String) {
         }
         if Instant::now() > deadline {
             // SIGTERM lets `kubeling test` stop its own cluster; SIGKILL is the last resort.
-            let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
             std::thread::sleep(Duration::from_secs(5));
             let _ = child.kill();
             let _ = child.wait();
@@ -61,19 +62,42 @@ fn the_projects_chainsaw_suite_passes_with_a_summary_and_a_junit_report() {
     let dir = reports.path().to_str().unwrap();
     let (code, out) = kubeling_test(
         &repo(),
-        &["fixtures/e2e/chainsaw", "--report-format", "xml", "--report-dir", dir],
+        &[
+            "fixtures/e2e/chainsaw",
+            "--report-format",
+            "xml",
+            "--report-dir",
+            dir,
+        ],
         Duration::from_secs(300),
     );
     assert_eq!(code, 0, "{out}");
-    let tests =
-        ["pods", "probes", "deployment", "job", "service", "script-namespace", "catch-finally", "conventional"];
+    let tests = [
+        "pods",
+        "probes",
+        "deployment",
+        "job",
+        "service",
+        "script-namespace",
+        "catch-finally",
+        "conventional",
+    ];
     for t in tests {
-        assert!(out.contains(&format!("--- PASS: fixtures/e2e/chainsaw/{t} (")), "{t} did not pass:\n{out}");
+        assert!(
+            out.contains(&format!("--- PASS: fixtures/e2e/chainsaw/{t} (")),
+            "{t} did not pass:\n{out}"
+        );
     }
     // chainsaw's own lines and summary.
     assert!(out.contains("| SCRIPT    | LOG   | STDOUT"), "{out}");
-    assert!(out.contains("Tests Summary...\n- Passed  tests 8\n- Failed  tests 0\n- Skipped tests 0\nDone."), "{out}");
-    assert!(out.contains("Tests: 8 passed, 0 failed, 0 skipped, 8 total"), "{out}");
+    assert!(
+        out.contains("Tests Summary...\n- Passed  tests 8\n- Failed  tests 0\n- Skipped tests 0\nDone."),
+        "{out}"
+    );
+    assert!(
+        out.contains("Tests: 8 passed, 0 failed, 0 skipped, 8 total"),
+        "{out}"
+    );
     let xml: Vec<PathBuf> = std::fs::read_dir(reports.path())
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -85,7 +109,10 @@ fn the_projects_chainsaw_suite_passes_with_a_summary_and_a_junit_report() {
     for t in tests {
         assert!(xml.contains(&format!("name=\"{t}\"")), "{t} in the report: {xml}");
     }
-    assert!(xml.contains("name=\"run-a-pod\""), "steps are in the report: {xml}");
+    assert!(
+        xml.contains("name=\"run-a-pod\""),
+        "steps are in the report: {xml}"
+    );
     assert!(!xml.contains("<failure"), "{xml}");
 }
 
@@ -150,16 +177,32 @@ fn a_failing_chainsaw_test_runs_catch_and_finally_and_exits_1() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("--- FAIL: ./fails ("), "{out}");
     assert!(out.contains("--- PASS: ./passes ("), "{out}");
-    assert!(out.contains("CATCH-RAN in chainsaw-"), "catch ran with $NAMESPACE:\n{out}");
+    assert!(
+        out.contains("CATCH-RAN in chainsaw-"),
+        "catch ran with $NAMESPACE:\n{out}"
+    );
     assert!(out.contains("FINALLY-RAN"), "finally ran:\n{out}");
-    assert!(!out.contains("NEVER-RUNS\n") && !out.contains("NOT-REACHED\n"), "nothing ran after the failure:\n{out}");
+    assert!(
+        !out.contains("NEVER-RUNS\n") && !out.contains("NOT-REACHED\n"),
+        "nothing ran after the failure:\n{out}"
+    );
     assert!(
         out.contains("data.mode: Invalid value: \"fast\": Expected value: \"slow\""),
         "the failure names the field:\n{out}"
     );
-    assert!(!out.contains("data.level:"), "matching fields are not in the diff:\n{out}");
-    assert!(out.contains("- Failed  tests 1") && out.contains("Done with failures."), "{out}");
-    assert!(started.elapsed() < Duration::from_secs(60), "the 2 s assert timeout was honoured: {:?}", started.elapsed());
+    assert!(
+        !out.contains("data.level:"),
+        "matching fields are not in the diff:\n{out}"
+    );
+    assert!(
+        out.contains("- Failed  tests 1") && out.contains("Done with failures."),
+        "{out}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the 2 s assert timeout was honoured: {:?}",
+        started.elapsed()
+    );
 }
 
 /// chainsaw's own examples that need neither an image from a registry (`wait` runs nginx), CEL (`cel`,
@@ -216,7 +259,10 @@ fn chainsaws_own_examples_pass_unchanged() {
     );
     assert_eq!(code, 0, "{out}");
     // Two Test documents are named `quick-start` and two `delete`; scenarios run once per scenario.
-    assert!(out.contains("Tests: 36 passed, 0 failed, 0 skipped, 36 total"), "{out}");
+    assert!(
+        out.contains("Tests: 36 passed, 0 failed, 0 skipped, 36 total"),
+        "{out}"
+    );
 }
 
 #[test]

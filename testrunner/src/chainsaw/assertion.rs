@@ -316,7 +316,9 @@ mod tests {
     /// (tree, Ok) or (tree, Err(substring of the rendered error)), with `internal` for internal errors.
     #[test]
     fn assertion_trees_match_as_kyverno_json() {
-        let table: &[(&str, Result<(), (&str, bool)>)] = &[
+        /// Ok, or the expected error's substring and whether it is internal.
+        type Want = Result<(), (&'static str, bool)>;
+        let table: &[(&str, Want)] = &[
             ("metadata: {name: example}", Ok(())),
             (
                 "metadata: {name: other}",
@@ -376,7 +378,10 @@ mod tests {
             ),
             (
                 "status: {~.(containerStatuses): {ready: true}}",
-                Err(("status.(containerStatuses): Invalid value: null: expected a slice or a map", false)),
+                Err((
+                    "status.(containerStatuses): Invalid value: null: expected a slice or a map",
+                    false,
+                )),
             ),
             ("spec: {\"(containers[0])->c\": {name: ($c.name)}}", Ok(())),
             ("metadata: {labels: {}}", Ok(())),

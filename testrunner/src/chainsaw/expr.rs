@@ -156,7 +156,8 @@ mod tests {
 
     #[test]
     fn only_parenthesised_strings_are_expressions() {
-        let table: &[(&str, Option<(Option<Compiler>, &str)>)] = &[
+        type Want = Option<(Option<Compiler>, &'static str)>;
+        let table: &[(&str, Want)] = &[
             ("(foo)", Some((None, "foo"))),
             ("(jp; foo.bar)", Some((Some(Compiler::Jp), "foo.bar"))),
             ("(cel; 1 + 1)", Some((Some(Compiler::Cel), "1 + 1"))),

@@ -18,9 +18,9 @@ pub mod expr;
 pub mod functions;
 pub mod model;
 pub mod names;
-pub mod template;
 pub mod ops;
 pub mod output;
 pub mod run;
+pub mod template;
 
 pub use run::{Options, run, run_suite};

@@ -54,7 +54,8 @@ pub struct Outcome {
 pub fn bind_all(base: &Bindings, bindings: &[Binding]) -> Result<Bindings, String> {
     let mut b = base.clone();
     for binding in bindings {
-        let name = template_string(&binding.name, &b).map_err(|e| format!("binding {}: {e}", binding.name))?;
+        let name =
+            template_string(&binding.name, &b).map_err(|e| format!("binding {}: {e}", binding.name))?;
         let v = template(&binding.value, &b).map_err(|e| format!("binding {name}: {e}"))?;
         b = b.with(name, v);
     }
@@ -62,12 +63,20 @@ pub fn bind_all(base: &Bindings, bindings: &[Binding]) -> Result<Bindings, Strin
 }
 
 fn timeout_of(own: &Option<String>, default: Duration) -> Result<Duration, String> {
-    own.as_deref().map(parse_duration).transpose().map(|d| d.unwrap_or(default))
+    own.as_deref()
+        .map(parse_duration)
+        .transpose()
+        .map(|d| d.unwrap_or(default))
 }
 
 /// The resources of an action: the documents of `file` (a path relative to the test dir or a glob on
 /// file names), else `resource`; `kind: List` expanded.
-fn resources(ctx: &OpCtx<'_>, file: &Option<String>, resource: &Option<Value>, b: &Bindings) -> Result<Vec<Value>, String> {
+fn resources(
+    ctx: &OpCtx<'_>,
+    file: &Option<String>,
+    resource: &Option<Value>,
+    b: &Bindings,
+) -> Result<Vec<Value>, String> {
     let docs = match (file, resource) {
         (Some(f), _) => {
             let f = template_string(f, b)?;
@@ -86,7 +95,12 @@ fn resources(ctx: &OpCtx<'_>, file: &Option<String>, resource: &Option<Value>, b
     let mut out = Vec::new();
     for d in docs {
         if d.get("kind").and_then(Value::as_str) == Some("List") {
-            out.extend(d.get("items").and_then(Value::as_array).cloned().unwrap_or_default());
+            out.extend(
+                d.get("items")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+            );
         } else {
             out.push(d);
         }
@@ -97,7 +111,10 @@ fn resources(ctx: &OpCtx<'_>, file: &Option<String>, resource: &Option<Value>, b
 /// A path relative to `base`; `*` and `?` in the file name part match names in its directory (sorted).
 fn expand_glob(base: &Path, file: &str) -> Result<Vec<PathBuf>, String> {
     let path = base.join(file);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     if !name.contains(['*', '?']) {
         if !path.exists() {
             return Err(format!("file {} does not exist", path.display()));
@@ -124,13 +141,22 @@ pub fn describe(obj: &Value, ns: &str) -> String {
     let name = s("/metadata/name");
     let own_ns = s("/metadata/namespace");
     let ns = if own_ns.is_empty() { ns.to_string() } else { own_ns };
-    format!("{}/{} @ {}/{}", s("/apiVersion"), s("/kind"), ns, if name.is_empty() { "*".into() } else { name })
+    format!(
+        "{}/{} @ {}/{}",
+        s("/apiVersion"),
+        s("/kind"),
+        ns,
+        if name.is_empty() { "*".into() } else { name }
+    )
 }
 
 /// An engine error as chainsaw's `$error` shows it: the API server's message for API errors.
 fn error_text(e: &crate::engine::Error) -> String {
     match e {
-        crate::engine::Error::Api { source: kube::Error::Api(status), .. } => status.message.clone(),
+        crate::engine::Error::Api {
+            source: kube::Error::Api(status),
+            ..
+        } => status.message.clone(),
         other => other.to_string(),
     }
 }
@@ -138,7 +164,9 @@ fn error_text(e: &crate::engine::Error) -> String {
 /// Runs one operation; `Err` is the operation's failure text.
 pub async fn run(action: Action<'_>, ctx: &OpCtx<'_>) -> Result<Outcome, String> {
     match action {
-        Action::Apply(a) | Action::Create(a) | Action::Patch(a) | Action::Update(a) => write(action.type_name(), a, ctx).await,
+        Action::Apply(a) | Action::Create(a) | Action::Patch(a) | Action::Update(a) => {
+            write(action.type_name(), a, ctx).await
+        }
         Action::Assert(a) => check(a, false, ctx).await.map(|_| Outcome::default()),
         Action::Error(a) => check(a, true, ctx).await.map(|_| Outcome::default()),
         Action::Delete(a) => delete(a, ctx).await.map(|_| Outcome::default()),
@@ -159,7 +187,12 @@ pub async fn run(action: Action<'_>, ctx: &OpCtx<'_>) -> Result<Outcome, String>
 
 /// Evaluates `expect` after an attempt: `None` when no expectation applies (the attempt's own result
 /// stands), else whether the checks hold.
-fn expectations(expect: &[Expectation], obj: &Value, err: Option<&str>, b: &Bindings) -> Option<Result<(), String>> {
+fn expectations(
+    expect: &[Expectation],
+    obj: &Value,
+    err: Option<&str>,
+    b: &Bindings,
+) -> Option<Result<(), String>> {
     if expect.is_empty() {
         return None;
     }
@@ -173,7 +206,10 @@ fn expectations(expect: &[Expectation], obj: &Value, err: Option<&str>, b: &Bind
         }
         applied = true;
         if let Err(failure) = assert_tree(&e.check, obj, &b) {
-            return Some(Err(format!("expectation failed:\n{failure}{}", err.map(|e| format!("\n(error: {e})")).unwrap_or_default())));
+            return Some(Err(format!(
+                "expectation failed:\n{failure}{}",
+                err.map(|e| format!("\n(error: {e})")).unwrap_or_default()
+            )));
         }
     }
     applied.then_some(Ok(()))
@@ -183,10 +219,16 @@ async fn write(kind: &'static str, a: &ResourceAction, ctx: &OpCtx<'_>) -> Resul
     let mut b = bind_all(&ctx.bindings, &a.bindings)?;
     let timeout = timeout_of(&a.timeout, ctx.timeouts.apply)?;
     let templating = a.template.unwrap_or(ctx.templating);
-    let opts = WriteOptions { strict: true, dry_run: a.dry_run.unwrap_or(false) };
+    let opts = WriteOptions {
+        strict: true,
+        dry_run: a.dry_run.unwrap_or(false),
+    };
     let mut outcome = Outcome::default();
     for (ri, raw) in resources(ctx, &a.file, &a.resource, &b)?.into_iter().enumerate() {
-        let mut operation = b.get("operation").cloned().unwrap_or_else(|| serde_json::json!({}));
+        let mut operation = b
+            .get("operation")
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({}));
         operation["resourceId"] = Value::from(ri + 1);
         let rb = b.with("operation", operation);
         let obj = if templating { template(&raw, &rb)? } else { raw };
@@ -200,9 +242,21 @@ async fn write(kind: &'static str, a: &ResourceAction, ctx: &OpCtx<'_>) -> Resul
                     .apply(&obj, ctx.namespace, opts, deadline)
                     .await
                     .map(|r| (r.object().clone(), matches!(r, Applied::Created(_)))),
-                "create" => ctx.cluster.create(&obj, ctx.namespace, opts).await.map(|o| (o, true)),
-                "patch" => ctx.cluster.patch(&obj, ctx.namespace, a.subresource.as_deref(), opts).await.map(|o| (o, false)),
-                _ => ctx.cluster.update(&obj, ctx.namespace, opts).await.map(|o| (o, false)),
+                "create" => ctx
+                    .cluster
+                    .create(&obj, ctx.namespace, opts)
+                    .await
+                    .map(|o| (o, true)),
+                "patch" => ctx
+                    .cluster
+                    .patch(&obj, ctx.namespace, a.subresource.as_deref(), opts)
+                    .await
+                    .map(|o| (o, false)),
+                _ => ctx
+                    .cluster
+                    .update(&obj, ctx.namespace, opts)
+                    .await
+                    .map(|o| (o, false)),
             }
             .map_err(|e| error_text(&e));
             let err_text = attempt.as_ref().err().cloned();
@@ -212,7 +266,10 @@ async fn write(kind: &'static str, a: &ResourceAction, ctx: &OpCtx<'_>) -> Resul
             };
             match decided {
                 Ok(result) => {
-                    let live = result.as_ref().map(|(o, _)| o.clone()).unwrap_or_else(|| obj.clone());
+                    let live = result
+                        .as_ref()
+                        .map(|(o, _)| o.clone())
+                        .unwrap_or_else(|| obj.clone());
                     if let Some((o, true)) = &result
                         && !opts.dry_run
                     {
@@ -265,13 +322,26 @@ fn to_diffs(e: &AssertError) -> Vec<FieldDiff> {
             .iter()
             .map(|f| FieldDiff {
                 path: f.path.clone(),
-                expected: f.expected.as_ref().map(crate::engine::subset::render).unwrap_or_default(),
-                actual: f.actual.as_ref().map(crate::engine::subset::render).unwrap_or_else(|| "<missing>".into()),
+                expected: f
+                    .expected
+                    .as_ref()
+                    .map(crate::engine::subset::render)
+                    .unwrap_or_default(),
+                actual: f
+                    .actual
+                    .as_ref()
+                    .map(crate::engine::subset::render)
+                    .unwrap_or_else(|| "<missing>".into()),
                 message: f.detail.clone(),
             })
             .collect(),
         AssertError::Internal(msg) => {
-            vec![FieldDiff { path: String::new(), expected: String::new(), actual: String::new(), message: msg.clone() }]
+            vec![FieldDiff {
+                path: String::new(),
+                expected: String::new(),
+                actual: String::new(),
+                message: msg.clone(),
+            }]
         }
     }
 }
@@ -290,7 +360,13 @@ impl Reader {
 }
 
 impl ClusterReader for Reader {
-    fn get(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Result<Option<Value>, String> {
+    fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, String> {
         let sel = Selector {
             api_version: api_version.into(),
             kind: kind.into(),
@@ -298,7 +374,8 @@ impl ClusterReader for Reader {
             name: Some(name.into()),
             labels: Default::default(),
         };
-        self.block(self.cluster.get(&sel, namespace)).map_err(|e| e.to_string())
+        self.block(self.cluster.get(&sel, namespace))
+            .map_err(|e| e.to_string())
     }
     fn list(&self, api_version: &str, kind: &str, namespace: &str) -> Result<Value, String> {
         let sel = Selector {
@@ -308,29 +385,43 @@ impl ClusterReader for Reader {
             name: None,
             labels: Default::default(),
         };
-        let items = self.block(self.cluster.list(&sel, namespace)).map_err(|e| e.to_string())?;
+        let items = self
+            .block(self.cluster.list(&sel, namespace))
+            .map_err(|e| e.to_string())?;
         Ok(serde_json::json!({"apiVersion": api_version, "kind": format!("{kind}List"), "items": items}))
     }
     fn resource_exists(&self, api_version: &str, kind: &str) -> Result<bool, String> {
         Ok(self.block(self.cluster.resolve(api_version, kind)).is_ok())
     }
     fn server_version(&self) -> Result<Value, String> {
-        let v = self.block(self.cluster.client().apiserver_version()).map_err(|e| e.to_string())?;
+        let v = self
+            .block(self.cluster.client().apiserver_version())
+            .map_err(|e| e.to_string())?;
         serde_json::to_value(v).map_err(|e| e.to_string())
     }
 }
 
 /// A non-resource assertion (no apiVersion/kind): the tree against null and the bindings, polled every
 /// 50 ms; `expect_match` false for `error` (passes at the first poll where it does not match).
-async fn non_resource(tree: &Value, b: &Bindings, expect_match: bool, timeout: Duration, ctx: &OpCtx<'_>) -> Result<(), String> {
+async fn non_resource(
+    tree: &Value,
+    b: &Bindings,
+    expect_match: bool,
+    timeout: Duration,
+    ctx: &OpCtx<'_>,
+) -> Result<(), String> {
     let deadline = Instant::now() + timeout;
     loop {
-        let reader: Arc<dyn ClusterReader> =
-            Arc::new(Reader { cluster: ctx.cluster.clone(), handle: tokio::runtime::Handle::current() });
+        let reader: Arc<dyn ClusterReader> = Arc::new(Reader {
+            cluster: ctx.cluster.clone(),
+            handle: tokio::runtime::Handle::current(),
+        });
         let (t, bb) = (tree.clone(), b.clone());
-        let res = tokio::task::spawn_blocking(move || with_cluster(Some(reader), || assert_tree(&t, &Value::Null, &bb)))
-            .await
-            .map_err(|e| e.to_string())?;
+        let res = tokio::task::spawn_blocking(move || {
+            with_cluster(Some(reader), || assert_tree(&t, &Value::Null, &bb))
+        })
+        .await
+        .map_err(|e| e.to_string())?;
         let last = match (res, expect_match) {
             (Ok(()), true) => return Ok(()),
             (Err(AssertError::Fields(_)), false) => return Ok(()),
@@ -348,12 +439,27 @@ async fn non_resource(tree: &Value, b: &Bindings, expect_match: bool, timeout: D
 async fn check(a: &CheckAction, absent: bool, ctx: &OpCtx<'_>) -> Result<(), String> {
     let kind = if absent { "error" } else { "assert" };
     let b = bind_all(&ctx.bindings, &a.bindings)?;
-    let timeout = timeout_of(&a.timeout, if absent { ctx.timeouts.error } else { ctx.timeouts.assert })?;
+    let timeout = timeout_of(
+        &a.timeout,
+        if absent {
+            ctx.timeouts.error
+        } else {
+            ctx.timeouts.assert
+        },
+    )?;
     let templating = a.template.unwrap_or(ctx.templating);
     for raw in resources(ctx, &a.file, &a.resource, &b)? {
-        let tree = if templating { template_lookup(&raw, &b)? } else { raw };
+        let tree = if templating {
+            template_lookup(&raw, &b)?
+        } else {
+            raw
+        };
         let is_resource = tree.get("apiVersion").is_some() && tree.get("kind").is_some();
-        let what = if is_resource { describe(&tree, ctx.namespace) } else { "(non-resource)".to_string() };
+        let what = if is_resource {
+            describe(&tree, ctx.namespace)
+        } else {
+            "(non-resource)".to_string()
+        };
         ctx.log.op(ctx.test, ctx.step, kind, "RUN", &what);
         let result = if !is_resource {
             non_resource(&tree, &b, !absent, timeout, ctx).await
@@ -372,9 +478,13 @@ async fn check(a: &CheckAction, absent: bool, ctx: &OpCtx<'_>) -> Result<(), Str
             };
             let fut = async {
                 if absent {
-                    ctx.cluster.absent_eventually(&tree, ctx.namespace, timeout, &matcher).await
+                    ctx.cluster
+                        .absent_eventually(&tree, ctx.namespace, timeout, &matcher)
+                        .await
                 } else {
-                    ctx.cluster.assert_eventually(&tree, ctx.namespace, timeout, &matcher).await
+                    ctx.cluster
+                        .assert_eventually(&tree, ctx.namespace, timeout, &matcher)
+                        .await
                 }
             };
             tokio::select! {
@@ -401,18 +511,36 @@ fn propagation(p: &str) -> Result<PropagationPolicy, String> {
 }
 
 /// Deletes what `sel` names in `ns`, waiting until gone for `timeout`.
-pub async fn delete_selected(cluster: &Cluster, sel: &Selector, ns: &str, policy: &str, timeout: Duration) -> Result<usize, String> {
-    cluster.delete(sel, ns, Some(propagation(policy)?), Some(timeout)).await.map_err(|e| e.to_string())
+pub async fn delete_selected(
+    cluster: &Cluster,
+    sel: &Selector,
+    ns: &str,
+    policy: &str,
+    timeout: Duration,
+) -> Result<usize, String> {
+    cluster
+        .delete(sel, ns, Some(propagation(policy)?), Some(timeout))
+        .await
+        .map_err(|e| e.to_string())
 }
 
 async fn delete(a: &DeleteAction, ctx: &OpCtx<'_>) -> Result<(), String> {
     let b = bind_all(&ctx.bindings, &a.bindings)?;
     let timeout = timeout_of(&a.timeout, ctx.timeouts.delete)?;
-    let policy = a.deletion_propagation_policy.as_deref().unwrap_or(ctx.propagation);
+    let policy = a
+        .deletion_propagation_policy
+        .as_deref()
+        .unwrap_or(ctx.propagation);
     let templating = a.template.unwrap_or(ctx.templating);
     let selectors: Vec<Selector> = match &a.ref_ {
         Some(r) => {
-            let t = |s: &str| if templating { template_string(s, &b) } else { Ok(s.to_string()) };
+            let t = |s: &str| {
+                if templating {
+                    template_string(s, &b)
+                } else {
+                    Ok(s.to_string())
+                }
+            };
             let mut labels = std::collections::BTreeMap::new();
             for (k, v) in &r.labels {
                 labels.insert(k.clone(), t(v)?);
@@ -428,7 +556,11 @@ async fn delete(a: &DeleteAction, ctx: &OpCtx<'_>) -> Result<(), String> {
         None => resources(ctx, &a.file, &a.resource, &b)?
             .iter()
             .map(|raw| {
-                let obj = if templating { template(raw, &b)? } else { raw.clone() };
+                let obj = if templating {
+                    template(raw, &b)?
+                } else {
+                    raw.clone()
+                };
                 Selector::of_object(&obj).map_err(|e| e.to_string())
             })
             .collect::<Result<_, _>>()?,
@@ -488,9 +620,19 @@ async fn execute(x: Exec<'_>, b: &Bindings, ctx: &OpCtx<'_>) -> Result<Outcome, 
         Some(d) => ctx.base_path.join(template_string(d, b)?),
         None => ctx.base_path.to_path_buf(),
     };
-    let shown = if x.skip_command { String::new() } else { x.program.display() };
+    let shown = if x.skip_command {
+        String::new()
+    } else {
+        x.program.display()
+    };
     ctx.log.op(ctx.test, ctx.step, x.kind, "RUN", &shown);
-    let out = command::run(&Process { program: x.program, env: x.env, cwd, timeout: Some(timeout) }).await;
+    let out = command::run(&Process {
+        program: x.program,
+        env: x.env,
+        cwd,
+        timeout: Some(timeout),
+    })
+    .await;
     let (out, err) = match out {
         Ok(o) => {
             let err = (!o.success()).then(|| match o.code {
@@ -522,7 +664,10 @@ async fn execute(x: Exec<'_>, b: &Bindings, ctx: &OpCtx<'_>) -> Result<Outcome, 
     match result {
         Ok(()) => {
             ctx.log.op(ctx.test, ctx.step, x.kind, "DONE", "");
-            Ok(Outcome { outputs: outputs(x.outputs, &Value::Null, &b)?, created: vec![] })
+            Ok(Outcome {
+                outputs: outputs(x.outputs, &Value::Null, &b)?,
+                created: vec![],
+            })
         }
         Err(e) => {
             ctx.log.op(ctx.test, ctx.step, x.kind, "ERROR", "");
@@ -536,7 +681,11 @@ async fn script(s: &ScriptAction, ctx: &OpCtx<'_>) -> Result<Outcome, String> {
     let env = environment(&s.env, &b, ctx)?;
     let program = Program::Script {
         shell: s.shell.clone().unwrap_or_else(|| "sh".into()),
-        args: if s.shell_args.is_empty() { vec!["-c".into()] } else { s.shell_args.clone() },
+        args: if s.shell_args.is_empty() {
+            vec!["-c".into()]
+        } else {
+            s.shell_args.clone()
+        },
         content: s.content.clone(),
     };
     execute(
@@ -560,7 +709,12 @@ async fn script(s: &ScriptAction, ctx: &OpCtx<'_>) -> Result<Outcome, String> {
 async fn command_op(c: &CommandAction, ctx: &OpCtx<'_>) -> Result<Outcome, String> {
     let b = bind_all(&ctx.bindings, &c.bindings)?;
     let env = environment(&c.env, &b, ctx)?;
-    let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).or_else(|| std::env::var(name).ok());
+    let lookup = |name: &str| {
+        env.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(name).ok())
+    };
     let mut argv = vec![command::expand(&c.entrypoint, lookup, Unknown::Keep)];
     argv.extend(c.args.iter().map(|a| command::expand(a, lookup, Unknown::Keep)));
     execute(
@@ -583,11 +737,17 @@ async fn command_op(c: &CommandAction, ctx: &OpCtx<'_>) -> Result<Outcome, Strin
 
 /// `kubectl` resource argument for apiVersion/kind: `plural.group` (the plural alone for core).
 async fn resource_arg(cluster: &Cluster, api_version: &str, kind: &str) -> Result<String, String> {
-    let r = cluster.resolve(api_version, kind).await.map_err(|e| e.to_string())?;
+    let r = cluster
+        .resolve(api_version, kind)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(if r.resource.group.is_empty() {
         r.resource.plural.clone()
     } else {
-        format!("{}.{}.{}", r.resource.plural, r.resource.version, r.resource.group)
+        format!(
+            "{}.{}.{}",
+            r.resource.plural, r.resource.version, r.resource.group
+        )
     })
 }
 
@@ -618,7 +778,10 @@ pub fn wait_args(w: &WaitAction, resource: &str, ns: &str, timeout: Duration) ->
         return Err("wait: for must be one of deletion, creation, condition, jsonPath".to_string());
     };
     args.push(cond);
-    args.extend(["-n".to_string(), w.namespace.clone().unwrap_or_else(|| ns.to_string())]);
+    args.extend([
+        "-n".to_string(),
+        w.namespace.clone().unwrap_or_else(|| ns.to_string()),
+    ]);
     args.push(format!("--timeout={}s", timeout.as_secs().max(1)));
     if let Some(fmt) = &w.format {
         args.extend(["-o".to_string(), fmt.clone()]);
@@ -636,7 +799,12 @@ async fn wait(w: &WaitAction, ctx: &OpCtx<'_>) -> Result<(), String> {
     kubectl("wait", argv, timeout + Duration::from_secs(5), ctx).await
 }
 
-async fn kubectl(kind: &'static str, argv: Vec<String>, timeout: Duration, ctx: &OpCtx<'_>) -> Result<(), String> {
+async fn kubectl(
+    kind: &'static str,
+    argv: Vec<String>,
+    timeout: Duration,
+    ctx: &OpCtx<'_>,
+) -> Result<(), String> {
     let env = environment(&[], &ctx.bindings, ctx)?;
     execute(
         Exec {
@@ -663,7 +831,13 @@ pub fn collect_args(kind: &str, c: &CollectAction, resource: Option<&str>, ns: &
     let mut args: Vec<String> = vec!["kubectl".into()];
     match kind {
         "podLogs" => {
-            args.extend(["logs".into(), "--prefix".into(), "--all-containers".into(), "-n".into(), ns]);
+            args.extend([
+                "logs".into(),
+                "--prefix".into(),
+                "--all-containers".into(),
+                "-n".into(),
+                ns,
+            ]);
             match (&c.name, &c.selector) {
                 (Some(n), _) => args.push(n.clone()),
                 (None, Some(s)) => args.extend(["-l".into(), s.clone()]),
@@ -681,7 +855,11 @@ pub fn collect_args(kind: &str, c: &CollectAction, resource: Option<&str>, ns: &
         }
         _ => {
             let verb = if kind == "describe" { "describe" } else { "get" };
-            let res = if kind == "events" { "events".to_string() } else { resource.unwrap_or("").to_string() };
+            let res = if kind == "events" {
+                "events".to_string()
+            } else {
+                resource.unwrap_or("").to_string()
+            };
             args.extend([verb.into(), res, "-n".into(), ns]);
             match (&c.name, &c.selector) {
                 (Some(n), _) => args.push(n.clone()),
@@ -708,7 +886,13 @@ async fn collect(kind: &'static str, c: &CollectAction, ctx: &OpCtx<'_>) -> Resu
         ("describe" | "get", _, _) => return Err(format!("{kind}: apiVersion and kind are required")),
         _ => None,
     };
-    kubectl(kind, collect_args(kind, c, resource.as_deref(), ctx.namespace), timeout, ctx).await
+    kubectl(
+        kind,
+        collect_args(kind, c, resource.as_deref(), ctx.namespace),
+        timeout,
+        ctx,
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -723,9 +907,21 @@ mod tests {
         let b = bind_all(
             &base,
             &[
-                Binding { name: "a".into(), compiler: None, value: json!(1) },
-                Binding { name: "b".into(), compiler: None, value: json!("($a + `1`)") },
-                Binding { name: "c".into(), compiler: None, value: json!({"x": "(join('-', [$namespace, to_string($b)]))"}) },
+                Binding {
+                    name: "a".into(),
+                    compiler: None,
+                    value: json!(1),
+                },
+                Binding {
+                    name: "b".into(),
+                    compiler: None,
+                    value: json!("($a + `1`)"),
+                },
+                Binding {
+                    name: "c".into(),
+                    compiler: None,
+                    value: json!({"x": "(join('-', [$namespace, to_string($b)]))"}),
+                },
             ],
         )
         .unwrap();
@@ -737,11 +933,25 @@ mod tests {
     fn expect_turns_an_error_into_a_pass() {
         let b = Bindings::new();
         let obj = json!({"apiVersion": "v1", "kind": "ConfigMap"});
-        let check = |c: Value| vec![Expectation { match_: None, check: c }];
+        let check = |c: Value| {
+            vec![Expectation {
+                match_: None,
+                check: c,
+            }]
+        };
         assert_eq!(expectations(&[], &obj, Some("boom"), &b), None);
-        assert_eq!(expectations(&check(json!({"($error != null)": true})), &obj, Some("boom"), &b), Some(Ok(())));
-        assert!(matches!(expectations(&check(json!({"($error != null)": true})), &obj, None, &b), Some(Err(_))));
-        let unmatched = vec![Expectation { match_: Some(json!({"kind": "Pod"})), check: json!({"($error)": "x"}) }];
+        assert_eq!(
+            expectations(&check(json!({"($error != null)": true})), &obj, Some("boom"), &b),
+            Some(Ok(()))
+        );
+        assert!(matches!(
+            expectations(&check(json!({"($error != null)": true})), &obj, None, &b),
+            Some(Err(_))
+        ));
+        let unmatched = vec![Expectation {
+            match_: Some(json!({"kind": "Pod"})),
+            check: json!({"($error)": "x"}),
+        }];
         assert_eq!(expectations(&unmatched, &obj, Some("boom"), &b), None);
     }
 
@@ -751,22 +961,64 @@ mod tests {
             api_version: Some("v1".into()),
             kind: Some("Pod".into()),
             name: Some("example".into()),
-            for_: WaitFor { condition: Some(WaitCondition { name: "Ready".into(), value: None }), ..Default::default() },
+            for_: WaitFor {
+                condition: Some(WaitCondition {
+                    name: "Ready".into(),
+                    value: None,
+                }),
+                ..Default::default()
+            },
             ..Default::default()
         };
         assert_eq!(
-            wait_args(&w, "pods", "ns", Duration::from_secs(60)).unwrap().join(" "),
+            wait_args(&w, "pods", "ns", Duration::from_secs(60))
+                .unwrap()
+                .join(" "),
             "kubectl wait pods/example --for=condition=Ready -n ns --timeout=60s"
         );
-        let w = WaitAction { selector: Some("app=x".into()), for_: WaitFor { deletion: Some(json!({})), ..Default::default() }, ..Default::default() };
-        assert_eq!(wait_args(&w, "pods", "ns", Duration::from_secs(5)).unwrap().join(" "), "kubectl wait pods -l app=x --for=delete -n ns --timeout=5s");
+        let w = WaitAction {
+            selector: Some("app=x".into()),
+            for_: WaitFor {
+                deletion: Some(json!({})),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(
+            wait_args(&w, "pods", "ns", Duration::from_secs(5))
+                .unwrap()
+                .join(" "),
+            "kubectl wait pods -l app=x --for=delete -n ns --timeout=5s"
+        );
         assert!(wait_args(&WaitAction::default(), "pods", "ns", Duration::from_secs(5)).is_err());
-        let c = CollectAction { name: Some("p".into()), tail: Some(20), ..Default::default() };
-        assert_eq!(collect_args("podLogs", &c, None, "ns").join(" "), "kubectl logs --prefix --all-containers -n ns p --tail=20");
-        let c = CollectAction { selector: Some("app=x".into()), ..Default::default() };
-        assert_eq!(collect_args("podLogs", &c, None, "ns").join(" "), "kubectl logs --prefix --all-containers -n ns -l app=x --tail=10");
-        assert_eq!(collect_args("events", &CollectAction::default(), None, "ns").join(" "), "kubectl get events -n ns");
-        let c = CollectAction { format: Some("yaml".into()), ..Default::default() };
-        assert_eq!(collect_args("get", &c, Some("configmaps"), "ns").join(" "), "kubectl get configmaps -n ns -o yaml");
+        let c = CollectAction {
+            name: Some("p".into()),
+            tail: Some(20),
+            ..Default::default()
+        };
+        assert_eq!(
+            collect_args("podLogs", &c, None, "ns").join(" "),
+            "kubectl logs --prefix --all-containers -n ns p --tail=20"
+        );
+        let c = CollectAction {
+            selector: Some("app=x".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            collect_args("podLogs", &c, None, "ns").join(" "),
+            "kubectl logs --prefix --all-containers -n ns -l app=x --tail=10"
+        );
+        assert_eq!(
+            collect_args("events", &CollectAction::default(), None, "ns").join(" "),
+            "kubectl get events -n ns"
+        );
+        let c = CollectAction {
+            format: Some("yaml".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            collect_args("get", &c, Some("configmaps"), "ns").join(" "),
+            "kubectl get configmaps -n ns -o yaml"
+        );
     }
 }

@@ -14,7 +14,10 @@ pub struct Log {
 
 impl Log {
     pub fn new(quiet: bool) -> Log {
-        Log { quiet, lock: Mutex::new(()) }
+        Log {
+            quiet,
+            lock: Mutex::new(()),
+        }
     }
 
     fn write(&self, text: &str) {
@@ -60,7 +63,9 @@ fn now() -> String {
 /// `    | 09:55:50 | test | step-1   | APPLY     | RUN   | detail`.
 pub fn line(time: &str, test: &str, step: &str, op: &str, status: &str, detail: &str) -> String {
     let op = op.to_uppercase();
-    format!("    | {time} | {test} | {step:<8} | {op:<9} | {status:<5} | {detail}").trim_end().to_string()
+    format!("    | {time} | {test} | {step:<8} | {op:<9} | {status:<5} | {detail}")
+        .trim_end()
+        .to_string()
 }
 
 /// chainsaw's closing lines.
@@ -72,7 +77,9 @@ pub fn summary(passed: usize, failed: usize, skipped: usize, errored: bool) -> S
     } else {
         "Done."
     };
-    format!("Tests Summary...\n- Passed  tests {passed}\n- Failed  tests {failed}\n- Skipped tests {skipped}\n{done}")
+    format!(
+        "Tests Summary...\n- Passed  tests {passed}\n- Failed  tests {failed}\n- Skipped tests {skipped}\n{done}"
+    )
 }
 
 #[cfg(test)]
@@ -85,7 +92,10 @@ mod tests {
             line("09:55:50", "basic", "step-1", "assert", "RUN", "v1/Pod @ ns/*"),
             "    | 09:55:50 | basic | step-1   | ASSERT    | RUN   | v1/Pod @ ns/*"
         );
-        assert_eq!(summary(2, 0, 1, false), "Tests Summary...\n- Passed  tests 2\n- Failed  tests 0\n- Skipped tests 1\nDone.");
+        assert_eq!(
+            summary(2, 0, 1, false),
+            "Tests Summary...\n- Passed  tests 2\n- Failed  tests 0\n- Skipped tests 1\nDone."
+        );
         assert!(summary(1, 1, 0, false).ends_with("Done with failures."));
         assert!(summary(0, 0, 0, true).ends_with("Done with error."));
     }

@@ -54,9 +54,22 @@ pub async fn run_suite(ctx: Arc<crate::SuiteContext>, dir: &Path) -> SuiteResult
         Ok(s) => s,
         Err(e) => return SuiteResult::failed(&suite_name, e),
     };
-    let opts = Options { dirs: vec![dir.to_path_buf()], settings, test_regex: ctx.opts.test.clone(), values: Value::Null, quiet: false, label: Some(suite_name.clone()) };
+    let opts = Options {
+        dirs: vec![dir.to_path_buf()],
+        settings,
+        test_regex: ctx.opts.test.clone(),
+        values: Value::Null,
+        quiet: false,
+        label: Some(suite_name.clone()),
+    };
     let run = run_with(ctx.cluster.clone(), opts, Some(ctx.clone())).await;
-    let mut suite = SuiteResult { name: suite_name, tests: vec![], start: jiff::Timestamp::now() - run.duration, duration: run.duration, error: None };
+    let mut suite = SuiteResult {
+        name: suite_name,
+        tests: vec![],
+        start: jiff::Timestamp::now() - run.duration,
+        duration: run.duration,
+        error: None,
+    };
     for s in run.suites {
         if suite.error.is_none() {
             suite.error = s.error;
@@ -80,7 +93,14 @@ pub fn suite_settings(opts: &crate::RunOptions, dir: &Path) -> Result<Settings, 
     }
     if let Some(t) = opts.timeout {
         let d = Duration::from_secs(t);
-        settings.timeouts = ResolvedTimeouts { apply: d, assert: d, cleanup: d, delete: d, error: d, exec: d };
+        settings.timeouts = ResolvedTimeouts {
+            apply: d,
+            assert: d,
+            cleanup: d,
+            delete: d,
+            error: d,
+            exec: d,
+        };
     }
     settings.skip_delete |= opts.skip_delete;
     settings.fail_fast |= opts.fail_fast;
@@ -104,7 +124,10 @@ async fn run_with(cluster: Arc<Cluster>, opts: Options, ctx: Option<Arc<crate::S
     let start = jiff::Timestamp::now();
     let log = Arc::new(Log::new(opts.quiet));
     if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
-        let reader = ops::Reader { cluster: cluster.clone(), handle: tokio::runtime::Handle::current() };
+        let reader = ops::Reader {
+            cluster: cluster.clone(),
+            handle: tokio::runtime::Handle::current(),
+        };
         super::functions::set_global_cluster(Some(Arc::new(reader)));
     }
     let settings = Arc::new(opts.settings.clone());
@@ -121,8 +144,15 @@ async fn run_with(cluster: Arc<Cluster>, opts: Options, ctx: Option<Arc<crate::S
         }
     };
     let filters = [opts.test_regex.as_deref(), settings.include_test_regex.as_deref()];
-    let include: Vec<regex::Regex> = filters.iter().flatten().filter_map(|r| regex::Regex::new(r).ok()).collect();
-    let exclude = settings.exclude_test_regex.as_deref().and_then(|r| regex::Regex::new(r).ok());
+    let include: Vec<regex::Regex> = filters
+        .iter()
+        .flatten()
+        .filter_map(|r| regex::Regex::new(r).ok())
+        .collect();
+    let exclude = settings
+        .exclude_test_regex
+        .as_deref()
+        .and_then(|r| regex::Regex::new(r).ok());
     let mut suite_names: Vec<String> = Vec::new();
     let mut jobs: Vec<(bool, Job)> = Vec::new();
     for d in found {
@@ -138,24 +168,53 @@ async fn run_with(cluster: Arc<Cluster>, opts: Options, ctx: Option<Arc<crate::S
                 suite_names.len() - 1
             }
         };
-        let concurrent = d.result.as_ref().map(|t| t.spec.concurrent.unwrap_or(true)).unwrap_or(true);
+        let concurrent = d
+            .result
+            .as_ref()
+            .map(|t| t.spec.concurrent.unwrap_or(true))
+            .unwrap_or(true);
         let scenarios: Vec<Option<(usize, Scenario)>> = match &d.result {
-            Ok(t) if !t.spec.scenarios.is_empty() => t.spec.scenarios.iter().cloned().enumerate().map(|(i, s)| Some((i + 1, s))).collect(),
+            Ok(t) if !t.spec.scenarios.is_empty() => t
+                .spec
+                .scenarios
+                .iter()
+                .cloned()
+                .enumerate()
+                .map(|(i, s)| Some((i + 1, s)))
+                .collect(),
             _ => vec![None],
         };
         for scenario in scenarios {
-            jobs.push((concurrent, Job { suite, discovered: d.clone(), scenario }));
+            jobs.push((
+                concurrent,
+                Job {
+                    suite,
+                    discovered: d.clone(),
+                    scenario,
+                },
+            ));
         }
     }
     let failed = Arc::new(AtomicBool::new(false));
-    let shared = Arc::new(Shared { cluster, settings: settings.clone(), log: log.clone(), values: opts.values.clone(), failed: failed.clone(), ctx, label: opts.label.clone() });
+    let shared = Arc::new(Shared {
+        cluster,
+        settings: settings.clone(),
+        log: log.clone(),
+        values: opts.values.clone(),
+        failed: failed.clone(),
+        ctx,
+        label: opts.label.clone(),
+    });
     let mut results: Vec<(usize, TestResult)> = Vec::new();
     let mut id = 0usize;
     for (_, job) in jobs.iter().filter(|(c, _)| !c) {
         id += 1;
         results.push((job.suite, run_job(shared.clone(), job.clone(), id).await));
     }
-    let parallel = settings.parallel.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
+    let parallel = settings
+        .parallel
+        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+        .max(1);
     let sem = Arc::new(tokio::sync::Semaphore::new(parallel));
     let mut set = tokio::task::JoinSet::new();
     for (_, job) in jobs.into_iter().filter(|(c, _)| *c) {
@@ -175,7 +234,13 @@ async fn run_with(cluster: Arc<Cluster>, opts: Options, ctx: Option<Arc<crate::S
     }
     let mut suites: Vec<SuiteResult> = suite_names
         .iter()
-        .map(|n| SuiteResult { name: n.clone(), tests: vec![], start, duration: Duration::ZERO, error: None })
+        .map(|n| SuiteResult {
+            name: n.clone(),
+            tests: vec![],
+            start,
+            duration: Duration::ZERO,
+            error: None,
+        })
         .collect();
     for (s, t) in results {
         suites[s].tests.push(t);
@@ -184,12 +249,24 @@ async fn run_with(cluster: Arc<Cluster>, opts: Options, ctx: Option<Arc<crate::S
         s.tests.sort_by(|a, b| a.name.cmp(&b.name));
         s.duration = s.tests.iter().map(|t| t.duration).max().unwrap_or_default();
     }
-    let run = RunResult { name: settings.report.as_ref().map(|r| r.name.clone()).unwrap_or_else(|| "chainsaw-report".into()), suites, duration: started.elapsed() };
+    let run = RunResult {
+        name: settings
+            .report
+            .as_ref()
+            .map(|r| r.name.clone())
+            .unwrap_or_else(|| "chainsaw-report".into()),
+        suites,
+        duration: started.elapsed(),
+    };
     let (p, f, s) = run.counts();
     // Under `kubeling test` the run's summary prints the failures.
     for suite in run.suites.iter().filter(|_| shared.ctx.is_none()) {
         for t in suite.tests.iter().filter(|t| t.status == Status::Failed) {
-            log.text(&format!("=== ERROR {}\n{}", t.name, t.failure.as_deref().unwrap_or("failed").trim_end()));
+            log.text(&format!(
+                "=== ERROR {}\n{}",
+                t.name,
+                t.failure.as_deref().unwrap_or("failed").trim_end()
+            ));
         }
     }
     log.text(&summary(p, f, s, false));
@@ -197,7 +274,10 @@ async fn run_with(cluster: Arc<Cluster>, opts: Options, ctx: Option<Arc<crate::S
 }
 
 fn display_dirs(dirs: &[PathBuf]) -> String {
-    dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(",")
+    dirs.iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 struct Shared {
@@ -213,7 +293,8 @@ struct Shared {
 
 impl Shared {
     fn should_stop(&self) -> bool {
-        (self.settings.fail_fast && self.failed.load(Ordering::SeqCst)) || self.ctx.as_ref().is_some_and(|c| c.should_stop())
+        (self.settings.fail_fast && self.failed.load(Ordering::SeqCst))
+            || self.ctx.as_ref().is_some_and(|c| c.should_stop())
     }
 
     fn mark_failed(&self) {
@@ -231,7 +312,10 @@ impl Shared {
 }
 
 async fn run_job(shared: Arc<Shared>, job: Job, id: usize) -> TestResult {
-    let suite = shared.label.clone().unwrap_or_else(|| job.discovered.base_path.display().to_string());
+    let suite = shared
+        .label
+        .clone()
+        .unwrap_or_else(|| job.discovered.base_path.display().to_string());
     let t = run_job_inner(shared.clone(), job, id).await;
     if t.status == Status::Failed {
         shared.mark_failed();
@@ -244,10 +328,23 @@ async fn run_job_inner(shared: Arc<Shared>, job: Job, id: usize) -> TestResult {
     let started = Instant::now();
     let start = jiff::Timestamp::now();
     let name = match &job.scenario {
-        Some((i, s)) => format!("{}[{}]", job.discovered.name(), s.name.clone().unwrap_or_else(|| i.to_string())),
+        Some((i, s)) => format!(
+            "{}[{}]",
+            job.discovered.name(),
+            s.name.clone().unwrap_or_else(|| i.to_string())
+        ),
         None => job.discovered.name(),
     };
-    let mut result = TestResult { name: name.clone(), status: Status::Passed, start, duration: Duration::ZERO, namespace: None, steps: vec![], message: None, failure: None };
+    let mut result = TestResult {
+        name: name.clone(),
+        status: Status::Passed,
+        start,
+        duration: Duration::ZERO,
+        namespace: None,
+        steps: vec![],
+        message: None,
+        failure: None,
+    };
     let test = match &job.discovered.result {
         Ok(t) => t.clone(),
         Err(e) => {
@@ -263,7 +360,12 @@ async fn run_job_inner(shared: Arc<Shared>, job: Job, id: usize) -> TestResult {
         shared.log.op(&name, "@skip", "test", "SKIP", "");
         return result;
     }
-    let runner = TestRun { shared: shared.clone(), test: &test, name: name.clone(), base: job.discovered.base_path.clone() };
+    let runner = TestRun {
+        shared: shared.clone(),
+        test: &test,
+        name: name.clone(),
+        base: job.discovered.base_path.clone(),
+    };
     let outcome = runner.run(id, job.scenario.as_ref().map(|(i, s)| (*i, s))).await;
     result.namespace = outcome.namespace;
     result.steps = outcome.steps;
@@ -353,7 +455,11 @@ impl TestRun<'_> {
                 "test",
                 json!({"id": id, "scenarioId": scenario.map(|(i, _)| i).unwrap_or(0), "metadata": {"name": self.test.metadata.name}}),
             );
-        let bindings = match scenario.map(|(_, s)| bind_all(&base, &s.bindings)).unwrap_or(Ok(base)).and_then(|b| bind_all(&b, &spec.bindings)) {
+        let bindings = match scenario
+            .map(|(_, s)| bind_all(&base, &s.bindings))
+            .unwrap_or(Ok(base))
+            .and_then(|b| bind_all(&b, &spec.bindings))
+        {
             Ok(b) => b,
             Err(e) => {
                 out.errors.push(e);
@@ -361,8 +467,14 @@ impl TestRun<'_> {
             }
         };
         let templating = spec.template.unwrap_or(settings.templating);
-        let ns_template = spec.namespace_template.clone().or_else(|| settings.namespace_template.clone());
-        let created_ns = match self.ensure_namespace(&namespace, ns_template.as_ref(), &bindings, timeouts.apply).await {
+        let ns_template = spec
+            .namespace_template
+            .clone()
+            .or_else(|| settings.namespace_template.clone());
+        let created_ns = match self
+            .ensure_namespace(&namespace, ns_template.as_ref(), &bindings, timeouts.apply)
+            .await
+        {
             Ok(c) => c,
             Err(e) => {
                 out.errors.push(e);
@@ -370,7 +482,10 @@ impl TestRun<'_> {
             }
         };
         let skip_delete = spec.skip_delete.unwrap_or(settings.skip_delete);
-        let propagation = spec.deletion_propagation_policy.clone().unwrap_or_else(|| settings.propagation.clone());
+        let propagation = spec
+            .deletion_propagation_policy
+            .clone()
+            .unwrap_or_else(|| settings.propagation.clone());
         let mut deferred: Vec<Deferred> = Vec::new();
         let mut catch_all: Vec<Operation> = settings.catch.clone();
         catch_all.extend(spec.catch.iter().cloned());
@@ -395,7 +510,10 @@ impl TestRun<'_> {
                 }
             };
             let step_templating = step.template.unwrap_or(templating);
-            let step_propagation = step.deletion_propagation_policy.clone().unwrap_or_else(|| propagation.clone());
+            let step_propagation = step
+                .deletion_propagation_policy
+                .clone()
+                .unwrap_or_else(|| propagation.clone());
             let mut d = Deferred {
                 step: sname.clone(),
                 timeouts: step_timeouts,
@@ -407,7 +525,18 @@ impl TestRun<'_> {
             };
             let mut b = step_bindings.clone();
             for (o, op) in step.try_.iter().enumerate() {
-                let res = self.operation(op, &namespace, &sname, step_timeouts, step_templating, &step_propagation, b.clone(), o + 1).await;
+                let res = self
+                    .operation(
+                        op,
+                        &namespace,
+                        &sname,
+                        step_timeouts,
+                        step_templating,
+                        &step_propagation,
+                        b.clone(),
+                        o + 1,
+                    )
+                    .await;
                 match res {
                     Ok(outcome) => {
                         d.created.extend(outcome.created);
@@ -430,26 +559,60 @@ impl TestRun<'_> {
                 catch.extend(step.catch.iter().cloned());
                 for (o, op) in catch.iter().enumerate() {
                     self.log().op(&self.name, &sname, "catch", "RUN", "");
-                    if let Err((_, e)) = self.operation(op, &namespace, &sname, step_timeouts, step_templating, &step_propagation, b.clone(), o + 1).await {
+                    if let Err((_, e)) = self
+                        .operation(
+                            op,
+                            &namespace,
+                            &sname,
+                            step_timeouts,
+                            step_templating,
+                            &step_propagation,
+                            b.clone(),
+                            o + 1,
+                        )
+                        .await
+                    {
                         errors.push(format!("{sname}: catch: {e}"));
                     }
                 }
             }
             for (o, op) in step.finally.iter().enumerate() {
-                if let Err((_, e)) = self.operation(op, &namespace, &sname, step_timeouts, step_templating, &step_propagation, b.clone(), o + 1).await {
+                if let Err((_, e)) = self
+                    .operation(
+                        op,
+                        &namespace,
+                        &sname,
+                        step_timeouts,
+                        step_templating,
+                        &step_propagation,
+                        b.clone(),
+                        o + 1,
+                    )
+                    .await
+                {
                     errors.push(format!("{sname}: finally: {e}"));
                 }
             }
             deferred.push(d);
-            let status = if errors.is_empty() { Status::Passed } else { Status::Failed };
+            let status = if errors.is_empty() {
+                Status::Passed
+            } else {
+                Status::Failed
+            };
             self.log().op(&self.name, &sname, "step", "END", "");
             out.steps.push(StepResult {
                 name: sname.clone(),
                 status,
                 start: sstart,
                 duration: sclock.elapsed(),
-                assertions: step.try_.iter().filter(|o| o.assert.is_some() || o.error.is_some()).count(),
-                message: errors.first().map(|e| e.lines().next().unwrap_or_default().to_string()),
+                assertions: step
+                    .try_
+                    .iter()
+                    .filter(|o| o.assert.is_some() || o.error.is_some())
+                    .count(),
+                message: errors
+                    .first()
+                    .map(|e| e.lines().next().unwrap_or_default().to_string()),
                 failure: (!errors.is_empty()).then(|| errors.join("\n")),
             });
             out.errors.extend(errors);
@@ -469,23 +632,56 @@ impl TestRun<'_> {
                     tokio::time::sleep(delay).await;
                 }
                 for obj in d.created.iter().rev() {
-                    let Ok(sel) = Selector::of_object(obj) else { continue };
+                    let Ok(sel) = Selector::of_object(obj) else {
+                        continue;
+                    };
                     let what = ops::describe(obj, &namespace);
                     self.log().op(&self.name, &d.step, "cleanup", "DELETE", &what);
-                    if let Err(e) = ops::delete_selected(&self.shared.cluster, &sel, &namespace, &d.propagation, d.timeouts.cleanup).await {
+                    if let Err(e) = ops::delete_selected(
+                        &self.shared.cluster,
+                        &sel,
+                        &namespace,
+                        &d.propagation,
+                        d.timeouts.cleanup,
+                    )
+                    .await
+                    {
                         cleanup_errors.push(format!("cleanup ({}): delete {what}: {e}", d.step));
                     }
                 }
-                let cleanup_timeouts = ResolvedTimeouts { exec: d.timeouts.cleanup.max(d.timeouts.exec), ..d.timeouts };
+                let cleanup_timeouts = ResolvedTimeouts {
+                    exec: d.timeouts.cleanup.max(d.timeouts.exec),
+                    ..d.timeouts
+                };
                 for (o, op) in d.cleanup.iter().enumerate() {
-                    if let Err((_, e)) = self.operation(op, &namespace, &d.step, cleanup_timeouts, d.templating, &d.propagation, d.bindings.clone(), o + 1).await {
+                    if let Err((_, e)) = self
+                        .operation(
+                            op,
+                            &namespace,
+                            &d.step,
+                            cleanup_timeouts,
+                            d.templating,
+                            &d.propagation,
+                            d.bindings.clone(),
+                            o + 1,
+                        )
+                        .await
+                    {
                         cleanup_errors.push(format!("cleanup ({}): {e}", d.step));
                     }
                 }
             }
             if created_ns {
-                let fast = spec.fast_namespace_deletion.unwrap_or(settings.fast_namespace_deletion);
-                self.log().op(&self.name, "@cleanup", "cleanup", "DELETE", &format!("v1/Namespace @ {namespace}"));
+                let fast = spec
+                    .fast_namespace_deletion
+                    .unwrap_or(settings.fast_namespace_deletion);
+                self.log().op(
+                    &self.name,
+                    "@cleanup",
+                    "cleanup",
+                    "DELETE",
+                    &format!("v1/Namespace @ {namespace}"),
+                );
                 let wait = if fast { Duration::ZERO } else { timeouts.cleanup };
                 if let Err(e) = self.shared.cluster.delete_namespace(&namespace, wait).await
                     && !fast
@@ -510,9 +706,28 @@ impl TestRun<'_> {
     }
 
     /// GET, and POST only when NotFound (chainsaw); `namespaceTemplate` merged in. `Ok(true)`: created here.
-    async fn ensure_namespace(&self, ns: &str, tmpl: Option<&Value>, b: &Bindings, timeout: Duration) -> Result<bool, String> {
-        let sel = Selector { api_version: "v1".into(), kind: "Namespace".into(), namespace: None, name: Some(ns.into()), labels: Default::default() };
-        if self.shared.cluster.get(&sel, ns).await.map_err(|e| e.to_string())?.is_some() {
+    async fn ensure_namespace(
+        &self,
+        ns: &str,
+        tmpl: Option<&Value>,
+        b: &Bindings,
+        timeout: Duration,
+    ) -> Result<bool, String> {
+        let sel = Selector {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            namespace: None,
+            name: Some(ns.into()),
+            labels: Default::default(),
+        };
+        if self
+            .shared
+            .cluster
+            .get(&sel, ns)
+            .await
+            .map_err(|e| e.to_string())?
+            .is_some()
+        {
             return Ok(false);
         }
         let mut obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
@@ -580,7 +795,13 @@ mod tests {
     #[test]
     fn namespace_templates_merge_into_the_namespace() {
         let mut ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}});
-        merge(&mut ns, &json!({"metadata": {"labels": {"x": "y"}, "annotations": {"k": "v"}}}));
-        assert_eq!(ns, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "labels": {"x": "y"}, "annotations": {"k": "v"}}}));
+        merge(
+            &mut ns,
+            &json!({"metadata": {"labels": {"x": "y"}, "annotations": {"k": "v"}}}),
+        );
+        assert_eq!(
+            ns,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "labels": {"x": "y"}, "annotations": {"k": "v"}}})
+        );
     }
 }
