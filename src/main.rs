@@ -2,15 +2,15 @@
 //! agent). The work itself lives in the `apiserver`, `controllers` and `node` crates.
 
 mod bench;
-pub mod kubeconfig;
 mod testcmd;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use cluster::{client_from, controllers_config, default_data_dir, kubeconfig_ca, kubeconfig_token};
 
 /// A whole Kubernetes cluster for local development, in one binary.
 #[derive(Parser)]
@@ -269,38 +269,6 @@ struct ControllersArgs {
     options: ControllerOptions,
 }
 
-/// The controller manager's settings for a cluster whose CA is `ca_pem`.
-fn controllers_config(ca_pem: String, volumes_dir: PathBuf) -> controllers::Config {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    controllers::Config {
-        root_ca_pem: ca_pem,
-        volumes_dir,
-        identity: format!("{}_{}", host.trim(), std::process::id()),
-        ..Default::default()
-    }
-}
-
-/// The CA bundle of the current context's cluster in a kubeconfig (`certificate-authority-data`).
-fn kubeconfig_ca(path: &std::path::Path) -> Option<String> {
-    let kc = kube::config::Kubeconfig::read_from(path).ok()?;
-    let current = kc.current_context.clone()?;
-    let ctx = kc.contexts.iter().find(|c| c.name == current)?.context.clone()?;
-    let cluster = kc
-        .clusters
-        .iter()
-        .find(|c| c.name == ctx.cluster)?
-        .cluster
-        .clone()?;
-    if let Some(data) = cluster.certificate_authority_data {
-        use base64::Engine;
-        let pem = base64::engine::general_purpose::STANDARD
-            .decode(data.trim())
-            .ok()?;
-        return String::from_utf8(pem).ok();
-    }
-    std::fs::read_to_string(cluster.certificate_authority?).ok()
-}
-
 async fn run_controllers(args: ControllersArgs) -> anyhow::Result<()> {
     let data_dir = match args.data_dir {
         Some(d) => d,
@@ -321,32 +289,6 @@ async fn run_controllers(args: ControllersArgs) -> anyhow::Result<()> {
     cancel.cancel();
     manager.await?;
     Ok(())
-}
-
-async fn client_from(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig)
-        .with_context(|| format!("reading {}", kubeconfig.display()))?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    Ok(kube::Client::try_from(cfg)?)
-}
-
-/// The bearer token of the current context's user in a kubeconfig.
-fn kubeconfig_token(path: &std::path::Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let v: serde_norway::Value = serde_norway::from_str(&text).ok()?;
-    let current = v.get("current-context")?.as_str()?;
-    let ctx = v
-        .get("contexts")?
-        .as_sequence()?
-        .iter()
-        .find(|c| c.get("name").and_then(|n| n.as_str()) == Some(current))?;
-    let user = ctx.get("context")?.get("user")?.as_str()?;
-    let u = v
-        .get("users")?
-        .as_sequence()?
-        .iter()
-        .find(|u| u.get("name").and_then(|n| n.as_str()) == Some(user))?;
-    u.get("user")?.get("token")?.as_str().map(str::to_string)
 }
 
 fn agent_config(data_dir: &std::path::Path, o: &NodeOptions) -> node::agent::AgentConfig {
@@ -411,41 +353,17 @@ async fn run_node(args: NodeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn default_data_dir() -> anyhow::Result<PathBuf> {
-    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
-        return Ok(PathBuf::from(x).join("kubeling"));
-    }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .context("neither XDG_DATA_HOME nor HOME is set")?;
-    Ok(PathBuf::from(home).join(".local/share/kubeling"))
-}
-
-/// The URL clients use: a wildcard bind is reached on loopback.
-fn server_url(addr: SocketAddr) -> String {
-    let ip = match addr.ip() {
-        IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
-        ip => ip,
-    };
-    match ip {
-        IpAddr::V4(v4) => format!("https://{v4}:{}", addr.port()),
-        IpAddr::V6(v6) => format!("https://[{v6}]:{}", addr.port()),
-    }
-}
-
 async fn serve(
     args: ServeArgs,
     node_opts: Option<NodeOptions>,
     controller_opts: Option<ControllerOptions>,
     dns_opts: Option<DnsOptions>,
 ) -> anyhow::Result<()> {
-    let started = Instant::now();
     let data_dir = match args.data_dir {
         Some(d) => d,
         None => default_data_dir()?,
     };
-    let config = apiserver::Config {
+    let server = apiserver::Config {
         data_dir: data_dir.clone(),
         bind: args.bind,
         port: args.port,
@@ -456,99 +374,53 @@ async fn serve(
             .any(|p| p == "ServiceAccount"),
         event_ttl: args.event_ttl,
     };
-    let server = apiserver::ApiServer::start(config)
-        .await
-        .context("starting the API server")?;
-    let url = server_url(server.addr);
-    let kubeconfig_path = data_dir.join("kubeconfig");
-    kubeconfig::write(
-        &kubeconfig_path,
-        "kubeling",
-        &url,
-        &server.tls.ca_pem,
-        &server.tls.token,
-    )
-    .with_context(|| format!("writing {}", kubeconfig_path.display()))?;
-    if !args.no_kubeconfig_merge {
-        match kubeconfig::user_kubeconfig_path() {
-            Some(path) => {
-                match kubeconfig::merge(&path, "kubeling", &url, &server.tls.ca_pem, &server.tls.token) {
-                    Ok(()) => {
-                        tracing::info!(path = %path.display(), "merged the kubeling context into the kubeconfig")
-                    }
-                    Err(e) => {
-                        tracing::warn!(path = %path.display(), error = %e, "could not merge the kubeconfig")
-                    }
-                }
-            }
-            None => tracing::warn!("no user kubeconfig path (HOME unset); skipping the merge"),
-        }
-    }
-    // `up`'s default manifest directory exists by the time the ready line says so.
-    if node_opts.as_ref().is_some_and(|o| o.static_pod_path.is_none()) {
-        let dir = data_dir.join("manifests");
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    println!(
-        "kubeling is ready at {url} in {} ms: export KUBECONFIG={}",
-        started.elapsed().as_millis(),
-        kubeconfig_path.display()
-    );
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let mut tasks = Vec::new();
-    let mut dns_server = None;
+    let mut cfg = cluster::ClusterConfig {
+        server,
+        merge_user_kubeconfig: !args.no_kubeconfig_merge,
+        dns: None,
+        controllers: None,
+        nodes: Vec::new(),
+    };
+    // `up`: the controller manager, the cluster DNS server and a node agent with the defaults of a whole cluster.
     if let Some(opts) = node_opts {
-        let client = client_from(&kubeconfig_path).await?;
         if let Some(d) = &dns_opts {
-            let cfg = dns::Config {
+            cfg.dns = Some(dns::Config {
                 listen: d.dns_listen,
                 domain: opts.cluster_domain.clone(),
                 resolv_conf: opts.resolv_conf.clone(),
                 publish_service: true,
-            };
-            let running = dns::start(client.clone(), cfg, cancel.clone())
-                .await
-                .context("starting the cluster DNS server")?;
-            tracing::info!(addr = %running.addr, "cluster DNS listening");
-            dns_server = Some(running);
+            });
         }
-        let mut cfg = controllers_config(server.tls.ca_pem.clone(), data_dir.join("volumes"));
+        // The CA is the one the API server makes or loads at start; the controller manager gets it from there.
+        let mut c = controllers_config(String::new(), data_dir.join("volumes"));
         if let Some(o) = &controller_opts {
-            o.apply(&mut cfg);
+            o.apply(&mut c);
         }
-        tasks.push(tokio::spawn(controllers::run(
-            client.clone(),
-            cfg,
-            cancel.clone(),
-        )));
-        let mut cfg = agent_config(&data_dir.join("node"), &opts);
-        cfg.node_token = server.tls.token.clone();
-        if cfg.dns.cluster_dns.is_empty() {
-            cfg.dns.cluster_dns = vec![dns::DEFAULT_CLUSTER_DNS_IP.to_string()];
+        cfg.controllers = Some(c);
+        let mut n = agent_config(&data_dir.join("node"), &opts);
+        if n.dns.cluster_dns.is_empty() {
+            n.dns.cluster_dns = vec![dns::DEFAULT_CLUSTER_DNS_IP.to_string()];
         }
-        cfg.apiserver = Some(server.addr);
-        if cfg.static_pod_path.is_none() {
-            cfg.static_pod_path = Some(data_dir.join("manifests"));
+        if n.static_pod_path.is_none() {
+            // `up`'s default manifest directory exists by the time the ready line says so.
+            let dir = data_dir.join("manifests");
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            n.static_pod_path = Some(dir);
         }
-        let cancel = cancel.clone();
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = node::agent::run(client, cfg, cancel).await {
-                tracing::error!(error = %e, "node agent stopped");
-            }
-        }));
+        cfg.nodes.push(n);
     }
+    let cluster = cluster::Cluster::start(cfg).await?;
+    println!(
+        "kubeling is ready at {} in {} ms: export KUBECONFIG={}",
+        cluster.url,
+        cluster.started_in.as_millis(),
+        cluster.kubeconfig.display()
+    );
     wait_for_signal().await?;
     tracing::info!("shutting down");
     // Order: the node agent and the controller manager stop (containers keep running), then the API server ends its
     // watches, drains requests and flushes storage.
-    cancel.cancel();
-    for t in tasks {
-        let _ = t.await;
-    }
-    if let Some(d) = dns_server {
-        d.shutdown().await;
-    }
-    server.shutdown().await;
+    cluster.shutdown().await;
     Ok(())
 }
 
@@ -578,9 +450,12 @@ fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_env("KUBELING_LOG")
                 // hickory logs refused and malformed queries at info and above.
                 .unwrap_or_else(|_| {
-                    tracing_subscriber::EnvFilter::new(
-                        "info,hickory_server=warn,hickory_proto=warn,hickory_net=warn",
-                    )
+                    // `test` runs its cluster in this process: only its warnings go between the test lines.
+                    tracing_subscriber::EnvFilter::new(if matches!(cli.command, Command::Test(_)) {
+                        "warn,kube_client=off,hickory_server=error,hickory_proto=error,hickory_net=error"
+                    } else {
+                        "info,hickory_server=warn,hickory_proto=warn,hickory_net=warn"
+                    })
                 }),
         )
         .with_writer(std::io::stderr)

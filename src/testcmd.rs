@@ -1,14 +1,12 @@
 //! `kubeling test`: the command line of the suite runner (`testrunner` crate) and the cluster it runs
-//! against: `--kubeconfig`'s, or one of its own started for the run by [`start_cluster`].
+//! against: `--kubeconfig`'s, or one of its own started in this process for the run by [`start_cluster`].
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use kubeling_testing::TestCluster;
 
 #[derive(Clone, Copy, ValueEnum)]
 pub(crate) enum ReportFormat {
@@ -44,119 +42,49 @@ pub(crate) struct TestArgs {
     /// Where the report goes (default: the current directory when --report-format is given).
     #[arg(long)]
     report_dir: Option<PathBuf>,
-    /// Write a report: JUnit XML or JSON (`kuttl-report.xml|json`).
+    /// Write a report: JUnit XML or JSON (`kuttl-report.xml|json`, or the TestSuite's reportName); a kuttl
+    /// TestSuite's `reportFormat`, `artifactsDir` and `reportGranularity` apply when the flags are not given.
     #[arg(long, value_enum)]
     report_format: Option<ReportFormat>,
 }
 
-/// A cluster started for the run: `kubeling up` as a child on a temp data dir; stopped, and its containers
-/// removed, when dropped.
-pub(crate) struct OwnedCluster {
-    child: Child,
-    data_dir: tempfile::TempDir,
-    pub(crate) kubeconfig: PathBuf,
+/// Starts the run's own cluster in this process (`kubeling_testing::TestCluster`: a temp data dir, the API
+/// server, controllers, DNS and a node agent on Docker); [`TestCluster::stop`] ends it and removes its
+/// containers, gateway and network. (One function, so the cluster the runner uses is chosen in one place.)
+pub(crate) async fn start_cluster() -> anyhow::Result<TestCluster> {
+    let c = TestCluster::start().await.context("starting the cluster")?;
+    eprintln!(
+        "kubeling is ready at {} in {} ms (data dir {})",
+        c.url(),
+        c.started_in().as_millis(),
+        c.data_dir().display()
+    );
+    Ok(c)
 }
 
-/// Starts `kubeling up --port 0 --no-kubeconfig-merge` on a temp data dir and waits for its ready line.
-/// (One function so an in-process cluster library can replace it.)
-pub(crate) fn start_cluster() -> anyhow::Result<OwnedCluster> {
-    let data_dir = tempfile::Builder::new()
-        .prefix("kubeling-test-")
-        .tempdir()
-        .context("creating a data dir")?;
-    let exe = std::env::current_exe().context("finding the kubeling binary")?;
-    let mut child = Command::new(exe)
-        .args(["up", "--port", "0", "--no-kubeconfig-merge", "--data-dir"])
-        .arg(data_dir.path())
-        .env(
-            "KUBELING_LOG",
-            std::env::var("KUBELING_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("starting kubeling up")?;
-    let stdout = child.stdout.take().context("kubeling up's stdout")?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.starts_with("kubeling is ready") {
-                let _ = tx.send(line);
-            }
-        }
-    });
-    let mut cluster = OwnedCluster {
-        child,
-        kubeconfig: data_dir.path().join("kubeconfig"),
-        data_dir,
+/// The kuttl TestSuite that names the run's report: `--config`, else a single PATH's `kuttl-test.yaml`, else
+/// `./kuttl-test.yaml`; defaults when there is none (or it does not load: the run reports that itself).
+fn kuttl_suite(config: &Option<PathBuf>, paths: &[PathBuf]) -> testrunner::kuttl::config::TestSuite {
+    let single = match paths {
+        [p] => Some(p.join("kuttl-test.yaml")),
+        _ => None,
     };
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(line) => {
-            eprintln!("{line}");
-            Ok(cluster)
-        }
-        Err(_) => {
-            let _ = cluster.child.kill();
-            anyhow::bail!("the cluster did not become ready within 60 s")
-        }
-    }
+    [config.clone(), single, Some(PathBuf::from("kuttl-test.yaml"))]
+        .into_iter()
+        .flatten()
+        .find(|p| p.is_file())
+        .and_then(|p| testrunner::kuttl::config::load(&p).ok())
+        .unwrap_or_default()
 }
 
-impl Drop for OwnedCluster {
-    fn drop(&mut self) {
-        // SIGTERM for an orderly stop, bounded; then the containers it ran (they outlive the node agent by design).
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        remove_cluster_containers(&self.data_dir.path().join("node"));
-    }
-}
-
-/// Removes the containers, gateway and network of the cluster whose node data dir is `node_dir` (by the
-/// `io.kubeling.cluster` label its `cluster-id` names).
-fn remove_cluster_containers(node_dir: &std::path::Path) {
-    let Ok(id) = std::fs::read_to_string(node_dir.join("cluster-id")) else {
-        return;
-    };
-    let id = id.trim();
-    let filter = format!("label=io.kubeling.cluster={id}");
-    if let Ok(out) = Command::new("docker")
-        .args(["ps", "-aq", "--filter", &filter])
-        .output()
-    {
-        let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .map(String::from)
-            .collect();
-        if !ids.is_empty() {
-            let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
-        }
-    }
-    let _ = Command::new("docker")
-        .args(["rm", "-f", &format!("kubeling-gateway-{id}")])
-        .output();
-    let _ = Command::new("docker")
-        .args(["network", "rm", &format!("kubeling-{id}")])
-        .output();
-}
-
-/// Runs `kubeling test`; returns the exit code (0: every test passed, 1: a failure, as kuttl and chainsaw).
+/// Runs `kubeling test`; returns the exit code (0: every test passed, 1: a failure, as kuttl and chainsaw;
+/// 255 when interrupted, as kuttl).
 pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
     let (owned, kubeconfig) = match &args.kubeconfig {
         Some(k) => (None, k.clone()),
         None => {
-            let c = tokio::task::spawn_blocking(start_cluster).await??;
-            let k = c.kubeconfig.clone();
+            let c = start_cluster().await?;
+            let k = c.kubeconfig().to_path_buf();
             (Some(c), k)
         }
     };
@@ -166,7 +94,7 @@ pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
         Some(std::path::absolute(&kubeconfig)?),
     ));
     let opts = testrunner::RunOptions {
-        config: args.config,
+        config: args.config.clone(),
         parallel: args.parallel,
         test: args.test,
         timeout: args.timeout,
@@ -178,16 +106,66 @@ pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
             ReportFormat::Json => testrunner::report::Format::Json,
         }),
     };
-    let format = opts.report_format;
-    let result = testrunner::run(cluster, args.paths, opts).await;
-    drop(owned);
-    let result = result?;
+    // A kuttl TestSuite's report settings apply when the flags do not say otherwise.
+    let suite = kuttl_suite(&args.config, &args.paths);
+    let format = opts
+        .report_format
+        .or_else(|| match suite.report_format.to_ascii_lowercase().as_str() {
+            "xml" => Some(testrunner::report::Format::Xml),
+            "json" => Some(testrunner::report::Format::Json),
+            _ => None,
+        });
+    let report_dir = args
+        .report_dir
+        .clone()
+        .or_else(|| (!suite.artifacts_dir.is_empty()).then(|| PathBuf::from(&suite.artifacts_dir)))
+        .unwrap_or_else(|| PathBuf::from("."));
+    let report_name = if suite.report_name.is_empty() {
+        "kuttl-report".to_string()
+    } else {
+        suite.report_name.clone()
+    };
+    let granularity = if suite.report_granularity.eq_ignore_ascii_case("test") {
+        testrunner::report::Granularity::Test
+    } else {
+        testrunner::report::Granularity::Step
+    };
+    // SIGINT/SIGTERM end the run at once (kuttl exits 255), still stopping the cluster started for it.
+    let result = tokio::select! {
+        r = testrunner::run(cluster, args.paths, opts) => r,
+        _ = crate::wait_for_signal() => {
+            eprintln!("interrupted");
+            if let Some(c) = owned {
+                c.stop().await;
+            }
+            return Ok(255);
+        }
+    };
+    if let Some(c) = owned {
+        // Pods may still be being started when the cluster stops (kept with --skip-delete, or left by a
+        // failure); a container Docker finishes creating after the clean-up is removed by a second sweep.
+        let late_sweep = args.skip_delete || !result.as_ref().is_ok_and(|r| r.success());
+        let id_dir = tempfile::tempdir().ok().filter(|d| {
+            std::fs::copy(
+                c.data_dir().join("data/node/cluster-id"),
+                d.path().join("cluster-id"),
+            )
+            .is_ok()
+        });
+        c.stop().await;
+        if let (true, Some(d)) = (late_sweep, id_dir) {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            let _ = node::cleanup::remove_cluster_of(d.path()).await;
+        }
+    }
+    let mut result = result?;
+    if result.name.is_empty() {
+        result.name = suite.name.clone();
+    }
     println!("{}", result.summary());
     if let Some(f) = format {
-        let dir = args.report_dir.unwrap_or_else(|| PathBuf::from("."));
-        let g = testrunner::report::Granularity::Step;
-        let path = testrunner::report::write(&result, &dir, "kuttl-report", f, g)
-            .with_context(|| format!("writing the report into {}", dir.display()))?;
+        let path = testrunner::report::write(&result, &report_dir, &report_name, f, granularity)
+            .with_context(|| format!("writing the report into {}", report_dir.display()))?;
         println!("report: {}", path.display());
     }
     Ok(if result.success() { 0 } else { 1 })

@@ -2,7 +2,6 @@
 //! as a child, pods on Docker with the locally built testbox image) and exits 0 or 1 as kuttl does.
 
 #[path = "../fixtures/testbox/image.rs"]
-#[allow(dead_code, unreachable_pub)]
 mod testbox_image;
 
 use std::path::{Path, PathBuf};
@@ -120,11 +119,7 @@ fn a_broken_assertion_fails_with_a_diff_naming_the_field() {
     )
     .unwrap();
     let started = Instant::now();
-    let (code, out) = kubeling_test(
-        suite.path(),
-        &[".", "--timeout", "3", "--parallel", "2"],
-        Duration::from_secs(120),
-    );
+    let (code, out) = kubeling_test(suite.path(), &[".", "--parallel", "2"], Duration::from_secs(120));
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("--- FAIL: ./broken ("), "{out}");
     assert!(out.contains("--- PASS: ./good ("), "{out}");
@@ -151,6 +146,8 @@ fn peer_suites() -> Option<PathBuf> {
     p.is_dir().then_some(p)
 }
 
+/// Upstream runs these on envtest, where `--start-control-plane` turns on `skipDelete`; the pods name images
+/// no registry serves here, so they stay Pending as the asserts expect.
 #[test]
 fn kuttls_own_harness_fixtures_pass_unchanged() {
     let Some(suites) = peer_suites() else {
@@ -159,7 +156,7 @@ fn kuttls_own_harness_fixtures_pass_unchanged() {
     };
     let (code, out) = kubeling_test(
         &suites.join("kuttl-harness/internal/harness"),
-        &["test_data", "--timeout", "20"],
+        &["test_data", "--timeout", "20", "--skip-delete"],
         Duration::from_secs(300),
     );
     assert_eq!(code, 0, "{out}");
@@ -180,4 +177,49 @@ fn conformance_kuttl_api_cases_without_images_pass_unchanged() {
     );
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("Tests: 2 passed, 0 failed"), "{out}");
+}
+
+#[test]
+fn a_namespace_held_by_a_finalizer_is_reported_not_waited_for_and_fail_fast_skips_the_rest() {
+    let suite = tempfile::tempdir().unwrap();
+    let stuck = suite.path().join("a-stuck");
+    std::fs::create_dir_all(&stuck).unwrap();
+    // Nothing removes this finalizer, so the namespace stays Terminating.
+    std::fs::write(
+        stuck.join("00-held.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  finalizers: [example.com/never]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        stuck.join("00-assert.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n",
+    )
+    .unwrap();
+    let later = suite.path().join("b-later");
+    std::fs::create_dir_all(&later).unwrap();
+    std::fs::write(
+        later.join("00-cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let (code, out) = kubeling_test(
+        suite.path(),
+        &[".", "--timeout", "4", "--parallel", "1", "--fail-fast"],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("--- FAIL: ./a-stuck ("), "{out}");
+    assert!(out.contains("failed in cleanup"), "{out}");
+    assert!(out.contains("to be deleted timed out after 4.0s"), "{out}");
+    assert!(
+        out.contains("--- SKIP: ./b-later ("),
+        "--fail-fast skips the test not started: {out}"
+    );
+    assert!(out.contains("Tests: 0 passed, 1 failed, 1 skipped"), "{out}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the run was not held: {:?}",
+        started.elapsed()
+    );
 }

@@ -2,6 +2,7 @@
 //! workspace so the layout is final from the start.
 
 pub mod agent;
+pub mod cleanup;
 pub mod config;
 pub mod dns;
 pub mod env;

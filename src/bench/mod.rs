@@ -13,6 +13,7 @@ mod api;
 mod controllers;
 mod crd;
 mod dns;
+mod harness;
 mod pod_startup;
 mod port_forward;
 mod probes;
@@ -95,6 +96,10 @@ pub(crate) struct BenchArgs {
     /// Client threads for the Services measurement.
     #[arg(long, default_value_t = 4)]
     pub(crate) service_concurrency: usize,
+    /// Also measure the test harness: `TestCluster::start` in this process, control plane only and with a
+    /// node on Docker.
+    #[arg(long)]
+    pub(crate) harness: bool,
 }
 
 /// Run every measurement asked for and print the figures.
@@ -118,6 +123,9 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.services {
         services::run(&args, tmp.path()).await?;
+    }
+    if args.harness {
+        harness::run(&args).await?;
     }
     Ok(())
 }

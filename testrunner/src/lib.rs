@@ -111,13 +111,22 @@ fn has_step_files(dir: &Path) -> bool {
     })
 }
 
+/// The subdirectories a suite may be in: hidden ones (`.git`) and build output (`target`, `node_modules`) are
+/// not looked into.
 fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    let skip = |p: &Path| {
+        let n = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        n.starts_with('.') || n == "target" || n == "node_modules"
+    };
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.is_dir())
+        .filter(|p| p.is_dir() && !skip(p))
         .collect();
     v.sort();
     v
@@ -267,6 +276,8 @@ mod tests {
         touch(&root.join("e2e/chainsaw/pod/chainsaw-test.yaml"));
         touch(&root.join("e2e/chainsaw/pod/01-pod.yaml"));
         touch(&root.join("conf/kuttl-test.yaml"));
+        touch(&root.join("e2e/target/debug/x/00-step.yaml"));
+        touch(&root.join("e2e/.hidden/x/00-step.yaml"));
         let rel = |v: Vec<(SuiteKind, PathBuf)>| -> Vec<(SuiteKind, String)> {
             v.into_iter()
                 .map(|(k, p)| (k, p.strip_prefix(root).unwrap().display().to_string()))

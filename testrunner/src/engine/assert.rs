@@ -70,12 +70,15 @@ pub struct ExpectationFailure {
 
 impl fmt::Display for ExpectationFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "resource {}: {}", self.what, self.message)?;
-        if let Some(c) = &self.closest {
-            write!(f, "\n    closest: {c}")?;
+        if self.diffs.is_empty() {
+            return write!(f, "resource {}: {}", self.what, self.message);
+        }
+        match &self.closest {
+            Some(c) if *c != self.what => write!(f, "resource {} (closest: {c}):", self.what)?,
+            _ => write!(f, "resource {}:", self.what)?,
         }
         for d in &self.diffs {
-            write!(f, "\n      {d}")?;
+            write!(f, "\n    {d}")?;
         }
         Ok(())
     }

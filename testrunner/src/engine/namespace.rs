@@ -161,6 +161,12 @@ impl Cluster {
                         }
                     }
                     Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 400 => {
+                        out.push_str(&format!(
+                            "logs of pod {ns}/{name} container {}: {}\n",
+                            c.name, s.message
+                        ));
+                    }
                     Err(e) => out.push_str(&format!("logs of pod {ns}/{name} container {}: {e}\n", c.name)),
                 }
             }

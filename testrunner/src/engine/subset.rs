@@ -25,14 +25,13 @@ pub struct FieldDiff {
 
 impl std::fmt::Display for FieldDiff {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: {} (expected {}, actual {})",
-            if self.path.is_empty() { "." } else { &self.path },
-            self.message,
-            self.expected,
-            self.actual
-        )
+        let path = if self.path.is_empty() { "." } else { &self.path };
+        write!(f, "{path}: {}", self.message)?;
+        // kuttl's value-mismatch message carries both values already.
+        if !self.message.contains(&self.expected) {
+            write!(f, " (expected {}, actual {})", self.expected, self.actual)?;
+        }
+        Ok(())
     }
 }
 

@@ -282,10 +282,17 @@ fn skipped(dir: &Path) -> TestResult {
     }
 }
 
+/// Adds lines (stamped by [`step::at`], or now) to a test's log as kuttl prints them:
+/// `HH:MM:SS | <case>/<index>-<step> | <message>`.
 fn stamp(log: &mut Vec<String>, case: &str, step: &str, lines: Vec<String>) {
-    let now = jiff::Zoned::now().strftime("%H:%M:%S").to_string();
     for l in lines {
-        log.push(format!("{now} | {case}/{step} | {l}"));
+        let l = if l.get(8..11) == Some(" | ") {
+            l
+        } else {
+            step::at(l)
+        };
+        let (time, msg) = l.split_at(8);
+        log.push(format!("{time} | {case}/{step} | {}", &msg[3..]));
     }
 }
 
@@ -381,7 +388,7 @@ async fn run_case(ctx: &SuiteContext, set: &Settings, dir: &Path) -> TestResult 
         let label = s.label();
         let st = jiff::Timestamp::now();
         let t = std::time::Instant::now();
-        let mut lines = vec![format!("starting test step {label}")];
+        let mut lines = vec![step::at(format!("starting test step {label}"))];
         let out = step::run(cluster, s, &env, timeouts_for(s), &mut created, &mut lines).await;
         let ok = out.errors.is_empty();
         lines.push(format!(
@@ -455,6 +462,23 @@ async fn run_case(ctx: &SuiteContext, set: &Settings, dir: &Path) -> TestResult 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_lines_read_as_kuttls() {
+        let mut log = Vec::new();
+        stamp(
+            &mut log,
+            "pod",
+            "0-install",
+            vec!["12:00:01 | Pod:ns/p created".into(), "é".into()],
+        );
+        assert_eq!(log[0], "12:00:01 | pod/0-install | Pod:ns/p created");
+        assert!(
+            log[1].ends_with(" | pod/0-install | é") && log[1].len() == 8 + " | pod/0-install | é".len(),
+            "{}",
+            log[1]
+        );
+    }
 
     #[test]
     fn flags_win_over_the_test_suite_then_kuttl_defaults() {

@@ -15,6 +15,15 @@ use crate::engine::command::{self, Output, Process, Program, Unknown};
 use crate::engine::subset::kuttl_subset;
 use crate::engine::{Applied, Cluster, Expectation, ExtraCheck, Selector, WriteOptions, describe_object};
 
+/// A log line stamped with the time it was written (`HH:MM:SS | message`).
+pub fn at(msg: String) -> String {
+    format!("{} | {msg}", jiff::Zoned::now().strftime("%H:%M:%S"))
+}
+
+fn note(log: &mut Vec<String>, msg: String) {
+    log.push(at(msg));
+}
+
 /// A loaded step.
 #[derive(Clone, Debug, Default)]
 pub struct Step {
@@ -234,10 +243,15 @@ pub async fn run_command(
 ) -> Result<Output, String> {
     let p = process(c, env, default_timeout)?;
     let cmd = p.program.display();
-    log.push(format!("running command: {cmd:?}"));
+    note(log, format!("running command: {cmd:?}"));
     let out = command::run(&p).await.map_err(|e| e.to_string())?;
     if !c.skip_log_output {
-        log.extend(out.stdout.lines().chain(out.stderr.lines()).map(str::to_string));
+        log.extend(
+            out.stdout
+                .lines()
+                .chain(out.stderr.lines())
+                .map(|l| at(l.to_string())),
+        );
     }
     if !out.success() && !c.ignore_failure {
         let status = out
@@ -373,7 +387,7 @@ pub async fn run(
             labels: r.labels.clone(),
         };
         match cluster.delete(&sel, ns, None, Some(timeouts.step)).await {
-            Ok(n) => log.push(format!("deleted {n} {}", sel.describe(Some(ns)))),
+            Ok(n) => note(log, format!("deleted {n} {}", sel.describe(Some(ns)))),
             Err(e) => errors.push(e.to_string()),
         }
     }
@@ -390,7 +404,8 @@ pub async fn run(
     };
     for c in &step.step.commands {
         if c.background {
-            log.push(
+            note(
+                log,
                 "background commands are only supported in the TestSuite; running it in the foreground"
                     .into(),
             );
@@ -405,10 +420,10 @@ pub async fn run(
     for obj in &step.apply {
         match cluster.apply(obj, ns, WriteOptions::default(), deadline).await {
             Ok(Applied::Created(o)) => {
-                log.push(format!("{} created", describe_object(&o)));
+                note(log, format!("{} created", describe_object(&o)));
                 created.push(o);
             }
-            Ok(Applied::Updated(o)) => log.push(format!("{} updated", describe_object(&o))),
+            Ok(Applied::Updated(o)) => note(log, format!("{} updated", describe_object(&o))),
             Err(e) => errors.push(e.to_string()),
         }
     }
@@ -445,7 +460,7 @@ pub async fn run(
                 Ok(cmd) => {
                     let _ = run_command(&cmd, &step_env, Some(timeouts.suite), log).await;
                 }
-                Err(e) => log.push(format!("collector: {e}")),
+                Err(e) => note(log, format!("collector: {e}")),
             }
         }
     }
