@@ -164,14 +164,9 @@ pub fn recognise(dir: &Path) -> Vec<(SuiteKind, PathBuf)> {
     subs.iter().flat_map(|d| recognise(d)).collect()
 }
 
-/// CHAINSAW CALL POINT: runs one chainsaw suite directory. The chainsaw module provides
-/// `chainsaw::run_suite(ctx: Arc<SuiteContext>, dir: &Path) -> SuiteResult` (async) and replaces this body
-/// with a call to it; until then chainsaw suites fail with this message.
-async fn run_chainsaw(_ctx: Arc<SuiteContext>, dir: &Path) -> SuiteResult {
-    SuiteResult::failed(
-        &dir.display().to_string(),
-        "chainsaw suites are not supported yet".into(),
-    )
+/// Runs one chainsaw suite directory ([`chainsaw::run_suite`]).
+async fn run_chainsaw(ctx: Arc<SuiteContext>, dir: &Path) -> SuiteResult {
+    chainsaw::run_suite(ctx, dir).await
 }
 
 /// Errors before any suite runs.
