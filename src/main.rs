@@ -67,12 +67,39 @@ struct ServeArgs {
 struct UpArgs {
     #[command(flatten)]
     serve: ServeArgs,
+    /// The container runtime of the nodes: `docker`, or `sim` (simulated pods, no Docker: see README).
+    #[arg(long, value_enum, default_value_t = RuntimeArg::Docker)]
+    runtime: RuntimeArg,
+    /// Node agents to run, named `<name>`, `<name>-2`, ... with data dirs DATA/node, DATA/node-2, ...
+    /// (only the first runs static pods). More than one needs `--runtime sim`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=node::runtime::sim::MAX_SIM_NODES as i64))]
+    nodes: u32,
     #[command(flatten)]
     node: NodeOptions,
     #[command(flatten)]
     controllers: ControllerOptions,
     #[command(flatten)]
     dns: DnsOptions,
+}
+
+/// `up --runtime`.
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum RuntimeArg {
+    /// Pods run as Docker containers.
+    Docker,
+    /// Pods are simulated in memory (`sim.kubeling.dev/*` annotations set their lifecycle).
+    Sim,
+}
+
+/// Node `i` (0-based) of `up --nodes`: its name and data dir (`<name>`, `<name>-2`, ...).
+fn nth_node(base: &str, data_dir: &std::path::Path, i: u32) -> (String, PathBuf) {
+    match i {
+        0 => (base.to_string(), data_dir.join("node")),
+        i => (
+            format!("{base}-{}", i + 1),
+            data_dir.join(format!("node-{}", i + 1)),
+        ),
+    }
 }
 
 /// Options of the cluster DNS server, shared by `up` and `dns`.
@@ -430,12 +457,26 @@ fn server_url(addr: SocketAddr) -> String {
     }
 }
 
+/// `up`'s nodes: how many, and on which runtime.
+#[derive(Clone, Copy)]
+struct Nodes {
+    count: u32,
+    runtime: RuntimeArg,
+}
+
 async fn serve(
     args: ServeArgs,
     node_opts: Option<NodeOptions>,
     controller_opts: Option<ControllerOptions>,
     dns_opts: Option<DnsOptions>,
+    nodes: Nodes,
 ) -> anyhow::Result<()> {
+    if nodes.count > 1 && nodes.runtime == RuntimeArg::Docker {
+        anyhow::bail!(
+            "--nodes {} needs --runtime sim: several nodes on one Docker engine are not supported yet",
+            nodes.count
+        );
+    }
     let started = Instant::now();
     let data_dir = match args.data_dir {
         Some(d) => d,
@@ -517,21 +558,36 @@ async fn serve(
             cfg,
             cancel.clone(),
         )));
-        let mut cfg = agent_config(&data_dir.join("node"), &opts);
-        cfg.node_token = server.tls.token.clone();
-        if cfg.dns.cluster_dns.is_empty() {
-            cfg.dns.cluster_dns = vec![dns::DEFAULT_CLUSTER_DNS_IP.to_string()];
+        let mut first = agent_config(&data_dir.join("node"), &opts);
+        first.node_token = server.tls.token.clone();
+        if first.dns.cluster_dns.is_empty() {
+            first.dns.cluster_dns = vec![dns::DEFAULT_CLUSTER_DNS_IP.to_string()];
         }
-        cfg.apiserver = Some(server.addr);
-        if cfg.static_pod_path.is_none() {
-            cfg.static_pod_path = Some(data_dir.join("manifests"));
+        first.apiserver = Some(server.addr);
+        if first.static_pod_path.is_none() {
+            first.static_pod_path = Some(data_dir.join("manifests"));
         }
-        let cancel = cancel.clone();
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = node::agent::run(client, cfg, cancel).await {
-                tracing::error!(error = %e, "node agent stopped");
+        for i in 0..nodes.count {
+            let mut cfg = first.clone();
+            (cfg.node_name, cfg.data_dir) = nth_node(&first.node_name, &data_dir, i);
+            if i > 0 {
+                // Only the first node runs static pods; the others take a free kubelet port each.
+                cfg.static_pod_path = None;
+                cfg.manifest_url = None;
+                cfg.kubelet_port = 0;
             }
-        }));
+            if nodes.runtime == RuntimeArg::Sim {
+                cfg.runtime = node::agent::RuntimeChoice::Sim(
+                    node::runtime::sim::PodCidr::for_node(i).map_err(anyhow::Error::msg)?,
+                );
+            }
+            let (client, cancel) = (client.clone(), cancel.clone());
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = node::agent::run(client, cfg, cancel).await {
+                    tracing::error!(error = %e, "node agent stopped");
+                }
+            }));
+        }
     }
     wait_for_signal().await?;
     tracing::info!("shutting down");
@@ -596,8 +652,21 @@ fn main() -> anyhow::Result<()> {
             Some(args.node),
             Some(args.controllers),
             Some(args.dns),
+            Nodes {
+                count: args.nodes,
+                runtime: args.runtime,
+            },
         )),
-        Command::Apiserver(args) => runtime()?.block_on(serve(args, None, None, None)),
+        Command::Apiserver(args) => runtime()?.block_on(serve(
+            args,
+            None,
+            None,
+            None,
+            Nodes {
+                count: 0,
+                runtime: RuntimeArg::Docker,
+            },
+        )),
         Command::Dns(args) => runtime()?.block_on(run_dns(args)),
         Command::Node(args) => runtime()?.block_on(run_node(args)),
         Command::Controllers(args) => runtime()?.block_on(run_controllers(args)),
@@ -622,6 +691,23 @@ mod tests {
         }
         assert!(parse_period("0s").is_err());
         assert_eq!(parse_period("2s"), Ok(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn nodes_are_named_and_placed_as_issue_14_says() {
+        let data = std::path::Path::new("/d");
+        assert_eq!(
+            nth_node("h", data, 0),
+            ("h".to_string(), PathBuf::from("/d/node"))
+        );
+        assert_eq!(
+            nth_node("h", data, 1),
+            ("h-2".to_string(), PathBuf::from("/d/node-2"))
+        );
+        assert_eq!(
+            nth_node("h", data, 9),
+            ("h-10".to_string(), PathBuf::from("/d/node-10"))
+        );
     }
 
     #[test]
