@@ -71,12 +71,28 @@ struct ServeArgs {
 struct UpArgs {
     #[command(flatten)]
     serve: ServeArgs,
+    /// The container runtime of the nodes: `docker`, or `sim` (simulated pods, no Docker: see README).
+    #[arg(long, value_enum, default_value_t = RuntimeArg::Docker)]
+    runtime: RuntimeArg,
+    /// Node agents to run, named `<name>`, `<name>-2`, ... with data dirs DATA/node, DATA/node-2, ...
+    /// (only the first runs static pods). More than one needs `--runtime sim`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=node::runtime::sim::MAX_SIM_NODES as i64))]
+    nodes: u32,
     #[command(flatten)]
     node: NodeOptions,
     #[command(flatten)]
     controllers: ControllerOptions,
     #[command(flatten)]
     dns: DnsOptions,
+}
+
+/// `up --runtime`.
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum RuntimeArg {
+    /// Pods run as Docker containers.
+    Docker,
+    /// Pods are simulated in memory (`sim.kubeling.dev/*` annotations set their lifecycle).
+    Sim,
 }
 
 /// Options of the cluster DNS server, shared by `up` and `dns`.
@@ -353,12 +369,26 @@ async fn run_node(args: NodeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `up`'s nodes: how many, and on which runtime.
+#[derive(Clone, Copy)]
+struct Nodes {
+    count: u32,
+    runtime: RuntimeArg,
+}
+
 async fn serve(
     args: ServeArgs,
     node_opts: Option<NodeOptions>,
     controller_opts: Option<ControllerOptions>,
     dns_opts: Option<DnsOptions>,
+    nodes: Nodes,
 ) -> anyhow::Result<()> {
+    if nodes.count > 1 && nodes.runtime == RuntimeArg::Docker {
+        anyhow::bail!(
+            "--nodes {} needs --runtime sim: several nodes on one Docker engine are not supported yet",
+            nodes.count
+        );
+    }
     let data_dir = match args.data_dir {
         Some(d) => d,
         None => default_data_dir()?,
@@ -397,17 +427,32 @@ async fn serve(
             o.apply(&mut c);
         }
         cfg.controllers = Some(c);
-        let mut n = agent_config(&data_dir.join("node"), &opts);
-        if n.dns.cluster_dns.is_empty() {
-            n.dns.cluster_dns = vec![dns::DEFAULT_CLUSTER_DNS_IP.to_string()];
+        let mut first = agent_config(&data_dir.join("node"), &opts);
+        if first.dns.cluster_dns.is_empty() {
+            first.dns.cluster_dns = vec![dns::DEFAULT_CLUSTER_DNS_IP.to_string()];
         }
-        if n.static_pod_path.is_none() {
+        if first.static_pod_path.is_none() {
             // `up`'s default manifest directory exists by the time the ready line says so.
             let dir = data_dir.join("manifests");
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            n.static_pod_path = Some(dir);
+            first.static_pod_path = Some(dir);
         }
-        cfg.nodes.push(n);
+        for i in 0..nodes.count {
+            let mut n = first.clone();
+            (n.node_name, n.data_dir) = cluster::nth_node(&first.node_name, &data_dir, i as usize);
+            if i > 0 {
+                // Only the first node runs static pods; the others take a free kubelet port each.
+                n.static_pod_path = None;
+                n.manifest_url = None;
+                n.kubelet_port = 0;
+            }
+            if nodes.runtime == RuntimeArg::Sim {
+                n.runtime = node::agent::RuntimeChoice::Sim(
+                    node::runtime::sim::PodCidr::for_node(i).map_err(anyhow::Error::msg)?,
+                );
+            }
+            cfg.nodes.push(n);
+        }
     }
     let cluster = cluster::Cluster::start(cfg).await?;
     println!(
@@ -475,8 +520,21 @@ fn main() -> anyhow::Result<()> {
             Some(args.node),
             Some(args.controllers),
             Some(args.dns),
+            Nodes {
+                count: args.nodes,
+                runtime: args.runtime,
+            },
         )),
-        Command::Apiserver(args) => runtime()?.block_on(serve(args, None, None, None)),
+        Command::Apiserver(args) => runtime()?.block_on(serve(
+            args,
+            None,
+            None,
+            None,
+            Nodes {
+                count: 0,
+                runtime: RuntimeArg::Docker,
+            },
+        )),
         Command::Dns(args) => runtime()?.block_on(run_dns(args)),
         Command::Node(args) => runtime()?.block_on(run_node(args)),
         Command::Controllers(args) => runtime()?.block_on(run_controllers(args)),

@@ -231,6 +231,18 @@ pub fn kubeconfig_token(path: &Path) -> Option<String> {
     u.get("user")?.get("token")?.as_str().map(str::to_string)
 }
 
+/// Node `i` (0-based) of a cluster of several: its name and data dir (`<base>`, `<base>-2`, ... in `DATA/node`,
+/// `DATA/node-2`, ...).
+pub fn nth_node(base: &str, data_dir: &Path, i: usize) -> (String, PathBuf) {
+    match i {
+        0 => (base.to_string(), data_dir.join("node")),
+        i => (
+            format!("{base}-{}", i + 1),
+            data_dir.join(format!("node-{}", i + 1)),
+        ),
+    }
+}
+
 /// `$XDG_DATA_HOME/kubeling`, else `~/.local/share/kubeling`.
 pub fn default_data_dir() -> anyhow::Result<PathBuf> {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
@@ -258,6 +270,19 @@ pub fn server_url(addr: SocketAddr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nodes_are_named_and_placed_as_issue_14_says() {
+        let data = Path::new("/d");
+        let cases = [
+            (0, "h", "/d/node"),
+            (1, "h-2", "/d/node-2"),
+            (9, "h-10", "/d/node-10"),
+        ];
+        for (i, name, dir) in cases {
+            assert_eq!(nth_node("h", data, i), (name.to_string(), PathBuf::from(dir)));
+        }
+    }
 
     #[test]
     fn wildcard_binds_are_reached_on_loopback() {

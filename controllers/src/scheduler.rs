@@ -167,6 +167,9 @@ fn tolerates_unschedulable(pod: &Pod) -> bool {
     tolerates(tolerations, &taint)
 }
 
+/// Bindings in flight at once.
+const CONCURRENT_BINDINGS: usize = 32;
+
 fn pod_capacity(node: &Node) -> usize {
     node.status
         .as_ref()
@@ -304,20 +307,17 @@ pub async fn run(client: kube::Client, cancel: CancellationToken) {
                 .filter_map(|p| p.metadata.uid.as_deref())
                 .collect();
             reported.retain(|uid, _| waiting.contains(uid.as_str()));
+            // Decisions are made one pod at a time (each counts toward its node's load); the bindings go
+            // out concurrently, as upstream's asynchronous binding cycle, so thousands of pending pods do
+            // not wait on one round trip each. A failed binding is retried on the next pass.
+            let mut decided = Vec::new();
             for pod in all_pods.iter().filter(|p| wants_us(p)) {
                 let uid = pod.metadata.uid.clone().unwrap_or_default();
                 match pick_node(pod, &node_list, &load) {
                     Ok(node) => {
-                        if bind(&client, pod, &node).await {
-                            *load.entry(node.clone()).or_default() += 1;
-                            reported.remove(&uid);
-                            let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-                            let name = pod.metadata.name.as_deref().unwrap_or("");
-                            let msg = format!("Successfully assigned {ns}/{name} to {node}");
-                            recorder
-                                .record(&pod_ref(pod), EventType::Normal, "Scheduled", &msg)
-                                .await;
-                        }
+                        *load.entry(node.clone()).or_default() += 1;
+                        reported.remove(&uid);
+                        decided.push((pod.clone(), node));
                     }
                     Err(msg) => {
                         if reported.get(&uid) != Some(&msg) {
@@ -330,6 +330,19 @@ pub async fn run(client: kube::Client, cancel: CancellationToken) {
                     }
                 }
             }
+            futures_util::stream::iter(decided)
+                .for_each_concurrent(CONCURRENT_BINDINGS, |(pod, node)| {
+                    let (client, recorder) = (&client, &recorder);
+                    async move {
+                        if bind(client, &pod, &node).await {
+                            let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+                            let name = pod.metadata.name.as_deref().unwrap_or("");
+                            let msg = format!("Successfully assigned {ns}/{name} to {node}");
+                            recorder.emit(pod_ref(&pod), EventType::Normal, "Scheduled", msg);
+                        }
+                    }
+                })
+                .await;
             tokio::select! {
                 _ = rx.recv() => {}
                 // Scheduling decisions depend only on pods and nodes, which wake us; the timer is a backstop

@@ -1,5 +1,11 @@
 //! The node agent as a whole: connect to Docker, make the pause image, register the node and keep its
 //! status and Lease fresh, and run the pods bound to it. A client of any API server, over HTTPS only.
+//!
+//! With [`RuntimeChoice::Sim`] the same kubelet runs over the simulated runtime
+//! ([`crate::runtime::sim`]) and its prober ([`crate::prober::sim`]): no Docker, no pause image, no
+//! cluster network, gateway or Service proxy (Services do not route on simulated nodes), and the node
+//! reports kwok's fake capacity. Several agents can run in one process, each with its own node name, data
+//! dir, kubelet port and pod IP range.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,13 +16,27 @@ use tokio_util::sync::CancellationToken;
 
 use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::node_status::{self, NodeConfig};
+use crate::prober::Prober;
 use crate::runtime::docker::{DEFAULT_PAUSE_IMAGE, DockerRuntime};
-use crate::runtime::{ContainerRuntime, Owner};
+use crate::runtime::sim::PodCidr;
+use crate::runtime::{ContainerRuntime, Owner, SimRuntime};
 use crate::sources::{self, SourceUpdate};
+
+/// Which container runtime a node agent drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RuntimeChoice {
+    /// Docker.
+    #[default]
+    Docker,
+    /// The simulated runtime, giving pods the addresses of this range.
+    Sim(PodCidr),
+}
 
 /// How to run a node agent.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
+    /// The container runtime.
+    pub runtime: RuntimeChoice,
     /// Node name.
     pub node_name: String,
     /// The node's IP (InternalIP, pods' hostIP).
@@ -55,6 +75,7 @@ impl AgentConfig {
     /// Defaults: the host name as node name, 127.0.0.1, kubeling's pause image.
     pub fn new(data_dir: &Path) -> AgentConfig {
         AgentConfig {
+            runtime: RuntimeChoice::Docker,
             node_name: default_node_name(),
             node_ip: "127.0.0.1".to_string(),
             data_dir: data_dir.to_path_buf(),
@@ -102,19 +123,86 @@ fn rand_u64() -> u64 {
     h.finish()
 }
 
-/// Run the node agent until `cancel`. Containers keep running after it stops.
+/// Run the node agent until `cancel`. Containers keep running after it stops (simulated ones end with it).
 pub async fn run(client: kube::Client, cfg: AgentConfig, cancel: CancellationToken) -> std::io::Result<()> {
     let owner = Owner {
         cluster: cluster_id(&cfg.data_dir)?,
         node: cfg.node_name.clone(),
     };
+    let (runtime, prober): (Arc<dyn ContainerRuntime>, Option<Arc<dyn Prober>>) = match cfg.runtime {
+        RuntimeChoice::Docker => match docker_runtime(&client, &cfg, owner, &cancel).await {
+            Some(runtime) => (runtime, None),
+            None => return Ok(()),
+        },
+        RuntimeChoice::Sim(cidr) => {
+            tracing::info!(node = %cfg.node_name, pod_cidr = %cidr, "simulated runtime: no Docker; Services do not route to its pods");
+            let sim = SimRuntime::new(owner, cidr);
+            let prober = Arc::new(crate::prober::sim::SimProber::new(sim.clone()));
+            (Arc::new(sim), Some(prober))
+        }
+    };
+    // The node's own endpoint (logs, exec): a free port unless one is given, a self-signed certificate
+    // (the API server authenticates to it with the cluster token; see apiserver/src/http/proxy.rs).
+    let listener = std::net::TcpListener::bind((bind_ip(&cfg.node_ip), cfg.kubelet_port))?;
+    let kubelet_port = listener.local_addr()?.port();
+    let tls = Arc::new(node_tls(&cfg)?);
+    let node_cfg = NodeConfig {
+        name: cfg.node_name.clone(),
+        ip: cfg.node_ip.clone(),
+        kubelet_port,
+        data_dir: cfg.data_dir.clone(),
+        simulated: matches!(cfg.runtime, RuntimeChoice::Sim(_)),
+    };
+    let health_runtime = runtime.clone();
+    let health = move || {
+        let r = health_runtime.clone();
+        async move {
+            r.version()
+                .await
+                .map(|v| v.trim_start_matches("docker://").to_string())
+                .map_err(|e| e.to_string())
+        }
+    };
+    let status = node_status::run(client.clone(), node_cfg, health, cancel.clone());
+    let (static_updates, static_sources) = start_static_sources(&cfg, &cancel);
+    let kubelet_cfg = KubeletConfig {
+        node_name: cfg.node_name.clone(),
+        node_ip: cfg.node_ip.clone(),
+        pause_image: cfg.pause_image.clone(),
+        data_dir: cfg.data_dir.clone(),
+        container_gc_period: crate::gc::CONTAINER_GC_PERIOD,
+        dns: cfg.dns.clone(),
+    };
+    let kubelet = match prober {
+        Some(prober) => Kubelet::with_prober(client, runtime.clone(), kubelet_cfg, prober),
+        None => Kubelet::new(client, runtime.clone(), kubelet_cfg),
+    };
+    let state = Arc::new(crate::server::ServerState {
+        runtime,
+        lookup: kubelet.container_lookup(),
+        token: cfg.node_token.clone(),
+    });
+    let server = crate::server::serve(listener, tls, state, cancel.clone());
+    let pods = kubelet.run(static_updates, &static_sources, cancel);
+    let (_, _, served) = tokio::join!(status, pods, server);
+    served
+}
+
+/// Docker with the pause image, and (with `cfg.services`) the cluster network, its gateway and the Service
+/// proxy; `None` when `cancel` came first.
+async fn docker_runtime(
+    client: &kube::Client,
+    cfg: &AgentConfig,
+    owner: Owner,
+    cancel: &CancellationToken,
+) -> Option<Arc<dyn ContainerRuntime>> {
     let docker = loop {
         match DockerRuntime::connect(owner.clone()).await {
             Ok(d) => break d,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot reach Docker; retrying");
                 tokio::select! {
-                    _ = cancel.cancelled() => return Ok(()),
+                    _ = cancel.cancelled() => return None,
                     _ = tokio::time::sleep(Duration::from_secs(2)) => {}
                 }
             }
@@ -133,7 +221,7 @@ pub async fn run(client: kube::Client, cfg: AgentConfig, cancel: CancellationTok
         tracing::warn!(image = %cfg.pause_image, "not kubeling's pause image: pods get no route to Services");
     }
     let (docker, proxy) = if cfg.services {
-        match setup_network(&docker, &owner.cluster, &cfg).await {
+        match setup_network(&docker, &owner.cluster, cfg).await {
             Ok(net) => {
                 tokio::spawn(keep_gateway(
                     docker.clone(),
@@ -165,51 +253,7 @@ pub async fn run(client: kube::Client, cfg: AgentConfig, cancel: CancellationTok
             }
         });
     }
-    let runtime: Arc<dyn ContainerRuntime> = Arc::new(docker);
-    // The node's own endpoint (logs, exec): a free port unless one is given, a self-signed certificate
-    // (the API server authenticates to it with the cluster token; see apiserver/src/http/proxy.rs).
-    let listener = std::net::TcpListener::bind((bind_ip(&cfg.node_ip), cfg.kubelet_port))?;
-    let kubelet_port = listener.local_addr()?.port();
-    let tls = Arc::new(node_tls(&cfg)?);
-    let node_cfg = NodeConfig {
-        name: cfg.node_name.clone(),
-        ip: cfg.node_ip.clone(),
-        kubelet_port,
-        data_dir: cfg.data_dir.clone(),
-    };
-    let health_runtime = runtime.clone();
-    let health = move || {
-        let r = health_runtime.clone();
-        async move {
-            r.version()
-                .await
-                .map(|v| v.trim_start_matches("docker://").to_string())
-                .map_err(|e| e.to_string())
-        }
-    };
-    let status = node_status::run(client.clone(), node_cfg, health, cancel.clone());
-    let (static_updates, static_sources) = start_static_sources(&cfg, &cancel);
-    let kubelet = Kubelet::new(
-        client,
-        runtime.clone(),
-        KubeletConfig {
-            node_name: cfg.node_name.clone(),
-            node_ip: cfg.node_ip.clone(),
-            pause_image: cfg.pause_image.clone(),
-            data_dir: cfg.data_dir.clone(),
-            container_gc_period: crate::gc::CONTAINER_GC_PERIOD,
-            dns: cfg.dns.clone(),
-        },
-    );
-    let state = Arc::new(crate::server::ServerState {
-        runtime,
-        lookup: kubelet.container_lookup(),
-        token: cfg.node_token.clone(),
-    });
-    let server = crate::server::serve(listener, tls, state, cancel.clone());
-    let pods = kubelet.run(static_updates, &static_sources, cancel);
-    let (_, _, served) = tokio::join!(status, pods, server);
-    served
+    Some(Arc::new(docker))
 }
 
 /// The cluster's Docker network and its service gateway (see `crate::network`); networks of deleted clusters

@@ -28,6 +28,12 @@ pub const LEASE_DURATION_SECONDS: i32 = 40;
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// kubelet: `maxPods` = 110.
 pub const MAX_PODS: u32 = 110;
+/// Pods a simulated node takes: many, as kwok's nodes (and fewer than its 4,093 pod IPs).
+pub const SIM_MAX_PODS: u32 = 4000;
+/// CPUs a simulated node reports (kwok's fake node).
+pub const SIM_CPUS: u32 = 32;
+/// Memory a simulated node reports (kwok's fake node).
+pub const SIM_MEMORY: &str = "256Gi";
 /// The Kubernetes version the node reports (the API server speaks the same).
 pub const KUBELET_VERSION: &str = "v1.33.0";
 
@@ -42,6 +48,9 @@ pub struct NodeConfig {
     pub kubelet_port: u16,
     /// Directory whose filesystem is the node's ephemeral storage.
     pub data_dir: std::path::PathBuf,
+    /// A simulated node (`--runtime sim`): kwok's fake capacity ([`SIM_CPUS`], [`SIM_MEMORY`],
+    /// [`SIM_MAX_PODS`] pods) instead of the host's.
+    pub simulated: bool,
 }
 
 /// The runtime's answer for the node status: its version, or why it is down.
@@ -112,37 +121,32 @@ fn condition(type_: &str, status: &str, reason: &str, message: &str, now: Time) 
 /// did not change.
 pub fn node_status(cfg: &NodeConfig, runtime: &RuntimeHealth, previous: Option<&NodeStatus>) -> NodeStatus {
     let now = Time(jiff::Timestamp::now());
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let memory = memory_bytes();
     let disk = disk_bytes(&cfg.data_dir);
-    let capacity = BTreeMap::from([
-        ("cpu".to_string(), Quantity(cpus.to_string())),
-        ("memory".to_string(), Quantity(format!("{}Ki", memory / 1024))),
-        ("pods".to_string(), Quantity(MAX_PODS.to_string())),
-        (
-            "ephemeral-storage".to_string(),
-            Quantity(format!("{}Ki", disk / 1024)),
-        ),
-    ]);
-    // kubelet's default hard eviction thresholds: memory.available<100Mi, nodefs.available<10%.
-    let allocatable = BTreeMap::from([
-        ("cpu".to_string(), Quantity(cpus.to_string())),
-        (
-            "memory".to_string(),
-            Quantity(format!("{}Ki", memory.saturating_sub(100 << 20) / 1024)),
-        ),
-        ("pods".to_string(), Quantity(MAX_PODS.to_string())),
-        (
-            "ephemeral-storage".to_string(),
-            Quantity(format!("{}", disk / 10 * 9)),
-        ),
-    ]);
+    let (capacity, allocatable) = if cfg.simulated {
+        let capacity = BTreeMap::from([
+            ("cpu".to_string(), Quantity(SIM_CPUS.to_string())),
+            ("memory".to_string(), Quantity(SIM_MEMORY.to_string())),
+            ("pods".to_string(), Quantity(SIM_MAX_PODS.to_string())),
+            (
+                "ephemeral-storage".to_string(),
+                Quantity(format!("{}Ki", disk / 1024)),
+            ),
+        ]);
+        (capacity.clone(), capacity)
+    } else {
+        host_capacity(disk)
+    };
     let (ready, ready_reason, ready_message, runtime_version) = match runtime {
         Ok(v) => (
             "True",
             "KubeletReady",
             "kubelet is posting ready status".to_string(),
-            format!("docker://{v}"),
+            // A runtime that names its scheme (`sim://0.1`) is reported as it is.
+            if v.contains("://") {
+                v.clone()
+            } else {
+                format!("docker://{v}")
+            },
         ),
         Err(e) => (
             "False",
@@ -217,6 +221,35 @@ pub fn node_status(cfg: &NodeConfig, runtime: &RuntimeHealth, previous: Option<&
         }),
         ..Default::default()
     }
+}
+
+/// The host's capacity and allocatable (with the kubelet's default hard eviction thresholds).
+fn host_capacity(disk: u64) -> (BTreeMap<String, Quantity>, BTreeMap<String, Quantity>) {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let memory = memory_bytes();
+    let capacity = BTreeMap::from([
+        ("cpu".to_string(), Quantity(cpus.to_string())),
+        ("memory".to_string(), Quantity(format!("{}Ki", memory / 1024))),
+        ("pods".to_string(), Quantity(MAX_PODS.to_string())),
+        (
+            "ephemeral-storage".to_string(),
+            Quantity(format!("{}Ki", disk / 1024)),
+        ),
+    ]);
+    // kubelet's default hard eviction thresholds: memory.available<100Mi, nodefs.available<10%.
+    let allocatable = BTreeMap::from([
+        ("cpu".to_string(), Quantity(cpus.to_string())),
+        (
+            "memory".to_string(),
+            Quantity(format!("{}Ki", memory.saturating_sub(100 << 20) / 1024)),
+        ),
+        ("pods".to_string(), Quantity(MAX_PODS.to_string())),
+        (
+            "ephemeral-storage".to_string(),
+            Quantity(format!("{}", disk / 10 * 9)),
+        ),
+    ]);
+    (capacity, allocatable)
 }
 
 /// The Node a kubelet creates when it registers.
@@ -355,6 +388,22 @@ mod tests {
             ip: "127.0.0.1".into(),
             kubelet_port: 10250,
             data_dir: "/".into(),
+            simulated: false,
+        }
+    }
+
+    #[test]
+    fn a_simulated_node_reports_kwoks_capacity_and_its_runtime_as_named() {
+        let cfg = NodeConfig {
+            simulated: true,
+            ..cfg()
+        };
+        let s = node_status(&cfg, &Ok("sim://0.1".into()), None);
+        assert_eq!(s.node_info.unwrap().container_runtime_version, "sim://0.1");
+        for list in [s.capacity.unwrap(), s.allocatable.unwrap()] {
+            assert_eq!(list["pods"].0, "4000");
+            assert_eq!(list["cpu"].0, "32");
+            assert_eq!(list["memory"].0, "256Gi");
         }
     }
 

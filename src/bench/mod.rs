@@ -5,7 +5,9 @@
 //! Docker against Docker alone), `--probes` adds [`probes`] (the probe machinery's cost, the kubelet's API
 //! writes while probes keep passing, and readiness flip latency on Docker), `--dns` adds [`dns`] (the cluster
 //! DNS server's time to a Service resolving and its query times), `--port-forward` adds [`port_forward`]
-//! (latency and throughput through `kubectl port-forward` against the pod IP). This module holds the options
+//! (latency and throughput through `kubectl port-forward` against the pod IP), `--sim` adds [`sim`] (a
+//! Deployment of 10,000 pods on simulated nodes: time to Ready, API server memory, list and watch latency
+//! under that load). This module holds the options
 //! and what the parts share: starting a child `kubeling`, a client for it, CPU and memory of a process,
 //! percentiles, and watches.
 
@@ -18,6 +20,7 @@ mod pod_startup;
 mod port_forward;
 mod probes;
 mod services;
+mod sim;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -100,12 +103,30 @@ pub(crate) struct BenchArgs {
     /// node on Docker.
     #[arg(long)]
     pub(crate) harness: bool,
+    /// Also measure the simulated runtime: the API server as a child, the controller manager and
+    /// `--sim-nodes` simulated node agents in process, a Deployment of `--sim-pods` replicas.
+    #[arg(long)]
+    pub(crate) sim: bool,
+    /// Replicas of the simulated Deployment.
+    #[arg(long, default_value_t = 10_000)]
+    pub(crate) sim_pods: usize,
+    /// Simulated nodes.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) sim_nodes: u32,
+    /// Seconds to wait for the simulated Deployment's pods to be Ready before giving up.
+    #[arg(long, default_value_t = 600)]
+    pub(crate) sim_timeout: u64,
+    /// Skip the API server measurements that otherwise always run.
+    #[arg(long)]
+    pub(crate) no_api: bool,
 }
 
 /// Run every measurement asked for and print the figures.
 pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
-    api::run(&args, tmp.path()).await?;
+    if !args.no_api {
+        api::run(&args, tmp.path()).await?;
+    }
     if args.node {
         pod_startup::run(&args, tmp.path()).await?;
     }
@@ -126,6 +147,9 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.harness {
         harness::run(&args).await?;
+    }
+    if args.sim {
+        sim::run(&args, tmp.path()).await?;
     }
     Ok(())
 }

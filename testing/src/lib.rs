@@ -27,11 +27,24 @@ use anyhow::Context;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 
+/// Where the pods of a [`TestCluster`]'s nodes run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// Real Docker containers.
+    Docker,
+    /// The simulated runtime of `kubeling up --runtime sim`: no Docker, lifecycles set by
+    /// `sim.kubeling.dev/*` annotations, many nodes and thousands of pods.
+    Sim,
+}
+
 /// What a [`TestCluster`] runs.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Node agents on Docker (0: none, an API server and controllers only, as envtest).
+    /// Node agents (0: none, an API server and controllers only, as envtest). More than one needs
+    /// [`Runtime::Sim`].
     pub nodes: usize,
+    /// Where their pods run.
+    pub runtime: Runtime,
     /// The controller manager and the scheduler.
     pub controllers: bool,
     /// The cluster DNS server (`kube-dns`).
@@ -46,6 +59,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             nodes: 1,
+            runtime: Runtime::Docker,
             controllers: true,
             dns: true,
             services: true,
@@ -58,6 +72,19 @@ impl Options {
     pub fn control_plane_only() -> Options {
         Options {
             nodes: 0,
+            runtime: Runtime::Docker,
+            controllers: true,
+            dns: false,
+            services: false,
+        }
+    }
+
+    /// `nodes` simulated nodes with the controller manager: real scheduling and workload controllers, pods that
+    /// become Ready without Docker.
+    pub fn simulated(nodes: usize) -> Options {
+        Options {
+            nodes,
+            runtime: Runtime::Sim,
             controllers: true,
             dns: false,
             services: false,
@@ -84,8 +111,8 @@ impl TestCluster {
     /// background (see [`TestCluster::wait_for_nodes`]); pods created before are scheduled once they have.
     pub async fn start_with(options: Options) -> anyhow::Result<TestCluster> {
         anyhow::ensure!(
-            options.nodes <= 1,
-            "one Docker node per test cluster for now (got {}); start several clusters instead",
+            options.nodes <= 1 || options.runtime == Runtime::Sim,
+            "one Docker node per test cluster for now (got {}); use Runtime::Sim or several clusters",
             options.nodes
         );
         let dir = tempfile::Builder::new()
@@ -125,15 +152,22 @@ impl TestCluster {
         let mut node_dirs = Vec::new();
         let mut node_names = Vec::new();
         for i in 0..options.nodes {
-            let node_dir = data_dir.join(node_dir_name(i));
+            let host = node::agent::default_node_name();
+            let (name, node_dir) = cluster::nth_node(&host, &data_dir, i);
             let mut n = node::agent::AgentConfig::new(&node_dir);
-            n.node_name = node_name(&n.node_name, i);
+            n.node_name = name;
             n.services = options.services;
+            if options.runtime == Runtime::Sim {
+                let cidr = node::runtime::sim::PodCidr::for_node(i as u32).map_err(anyhow::Error::msg)?;
+                n.runtime = node::agent::RuntimeChoice::Sim(cidr);
+            }
             if options.dns {
                 n.dns.cluster_dns = vec![dns::DEFAULT_CLUSTER_DNS_IP.to_string()];
                 n.dns.resolv_conf = Some("/etc/resolv.conf".into());
             }
-            node_dirs.push(node_dir);
+            if options.runtime == Runtime::Docker {
+                node_dirs.push(node_dir);
+            }
             node_names.push(n.node_name.clone());
             cfg.nodes.push(n);
         }
@@ -245,36 +279,4 @@ fn is_ready(n: &Node) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// The data dir of node `i`: `node`, `node-2`, ... (as `kubeling up --nodes`).
-fn node_dir_name(i: usize) -> String {
-    if i == 0 {
-        "node".to_string()
-    } else {
-        format!("node-{}", i + 1)
-    }
-}
-
-/// The name of node `i`: the host's name, then `<host>-2`, ...
-fn node_name(host: &str, i: usize) -> String {
-    if i == 0 {
-        host.to_string()
-    } else {
-        format!("{host}-{}", i + 1)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nodes_after_the_first_are_numbered_from_two() {
-        let cases = [(0, "vm", "node"), (1, "vm-2", "node-2"), (9, "vm-10", "node-10")];
-        for (i, name, dir) in cases {
-            assert_eq!(node_name("vm", i), name);
-            assert_eq!(node_dir_name(i), dir);
-        }
-    }
 }

@@ -298,6 +298,11 @@ impl Worker {
                 .clone()
                 .unwrap_or_else(|| "File".into()),
             termination_grace_period: spec.termination_grace_period_seconds,
+            init: spec
+                .init_containers
+                .iter()
+                .flatten()
+                .any(|i| i.name == c.name && i.restart_policy.as_deref() != Some("Always")),
             ..Default::default()
         };
         let id = match self.k.runtime.create_container(&cfg).await {

@@ -23,6 +23,7 @@ pub mod fake;
 pub mod handlers;
 pub mod manager;
 pub mod results;
+pub mod sim;
 pub mod worker;
 
 #[cfg(test)]

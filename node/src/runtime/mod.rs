@@ -2,12 +2,14 @@
 //! the [`ContainerRuntime`] trait, which speaks in plain kubelet terms (sandboxes, containers, images,
 //! logs, exec) and never in bollard types. [`docker::DockerRuntime`] implements it over the Docker API the
 //! way dockershim did (`pkg/kubelet/dockershim` in v1.23); [`fake::FakeRuntime`] implements it in memory
-//! for the unit tests of everything above it.
+//! for the unit tests of everything above it; [`sim::SimRuntime`] simulates containers at scale
+//! (`--runtime sim`: thousands of pods without Docker, lifecycles set by pod annotations).
 //!
 //! ```text
 //! pod_workers ── lifecycle::plan() ──► actions ──► Arc<dyn ContainerRuntime>
 //!                                                     ├── DockerRuntime (bollard → /var/run/docker.sock)
-//!                                                     └── FakeRuntime  (in memory, scripted)
+//!                                                     ├── FakeRuntime  (in memory, scripted)
+//!                                                     └── SimRuntime   (in memory, simulated, for scale)
 //! ```
 //!
 //! There is no database of containers: like dockershim, every answer is rebuilt from Docker, using the
@@ -18,6 +20,7 @@
 pub mod docker;
 pub mod fake;
 pub mod naming;
+pub mod sim;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -33,6 +36,7 @@ use tokio::io::AsyncWrite;
 
 pub use docker::{DEFAULT_PAUSE_IMAGE, DockerRuntime, PAUSE_BINARY, PAUSE_BINARY_SHA256};
 pub use fake::FakeRuntime;
+pub use sim::SimRuntime;
 
 /// Result of every runtime call.
 pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
@@ -367,6 +371,9 @@ pub struct ContainerConfig {
     pub ports: Option<String>,
     /// Further annotations, stored as `annotation.<key>` labels.
     pub annotations: BTreeMap<String, String>,
+    /// A run-to-completion init container (not a restartable sidecar): Docker ignores it; the simulated
+    /// runtime lets such a container exit 0 by default, as kwok's stages complete init containers.
+    pub init: bool,
 }
 
 /// What [`ContainerRuntime::list`] returns, beyond the cluster and node it is always scoped to.
