@@ -14,7 +14,7 @@ use anyhow::Context;
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use kube::api::{Api, PostParams, WatchEvent};
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -64,7 +64,7 @@ pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
     let own_cpu = CpuMeter::this_process();
     let t0 = Instant::now();
     deploys.create(&PostParams::default(), &deployment(n)?).await?;
-    let marks = watch_rollout(stream, n, t0, Duration::from_secs(args.sim_timeout)).await?;
+    let marks = watch_rollout(&pods, stream, n, t0, Duration::from_secs(args.sim_timeout)).await?;
     let (api_pct, own_pct) = (api_cpu.percent(), own_cpu.percent());
     println!(
         "Deployment of {n} replicas on {node_count} simulated nodes: all created {:.1} s, all bound {:.1} s, all Ready (watch) {:.1} s (target < 60 s)",
@@ -201,7 +201,10 @@ struct Marks {
     per_node: std::collections::BTreeMap<String, usize>,
 }
 
+/// Follows the pods until `n` are Ready; a watch the server ends (its timeout) is resumed from the last
+/// resourceVersion seen.
 async fn watch_rollout(
+    pods: &Api<Pod>,
     mut stream: super::PodWatch,
     n: usize,
     t0: Instant,
@@ -210,10 +213,22 @@ async fn watch_rollout(
     let (mut seen, mut bound, mut ready) = (HashSet::new(), HashSet::new(), HashSet::new());
     let mut per_node = std::collections::BTreeMap::new();
     let (mut created_at, mut bound_at) = (None, None);
+    let mut last_rv = String::new();
     let watched = tokio::time::timeout(limit, async {
         while ready.len() < n {
-            match stream.next().await.context("watch ended")?? {
+            let Some(event) = stream.next().await else {
+                stream = if last_rv.is_empty() {
+                    watch_from_now(pods).await?
+                } else {
+                    pods.watch(&WatchParams::default(), &last_rv).await?.boxed()
+                };
+                continue;
+            };
+            match event? {
                 WatchEvent::Added(p) | WatchEvent::Modified(p) => {
+                    if let Some(rv) = &p.metadata.resource_version {
+                        last_rv.clone_from(rv);
+                    }
                     let name = p.metadata.name.clone().unwrap_or_default();
                     if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone())
                         && bound.insert(name.clone())
