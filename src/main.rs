@@ -9,8 +9,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+// A Go duration as the kubelet's flags take it: `500ms`, `2s`, `1m`, `1m30s`, `1h` (the node agent's parser, which
+// its simulated runtime's annotations use too).
 use clap::{Args, Parser, Subcommand};
 use cluster::{client_from, controllers_config, default_data_dir, kubeconfig_ca, kubeconfig_token};
+use node::runtime::sim::parse_duration;
 
 /// A whole Kubernetes cluster for local development, in one binary.
 #[derive(Parser)]
@@ -200,41 +203,6 @@ fn parse_headers(s: &str) -> Result<Headers, String> {
         })
         .collect::<Result<_, _>>()
         .map(Headers)
-}
-
-/// A Go duration as the kubelet's flags take it: `500ms`, `2s`, `1m`, `1m30s`, `1h`.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {s:?} (examples: 500ms, 2s, 1m, 1m30s)");
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut total = 0f64;
-    let mut rest = s;
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let value: f64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += value * seconds;
-        rest = &rest[unit_len..];
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| bad())
 }
 
 /// `http://host[:port]/path`: the node agent has no TLS client for the manifest URL.
