@@ -20,8 +20,8 @@ use crate::lifecycle::status::{StatusContext, WaitingReason, pod_status};
 use crate::mirror::{self, MirrorAction};
 use crate::prober::ProbeType;
 use crate::runtime::{
-    ContainerConfig, ContainerKind, CriState, ListFilter, PortMapping, Protocol, PullPolicy, Resources,
-    SandboxConfig, SecurityConfig,
+    ContainerConfig, ContainerKind, CriState, ListFilter, NextChange, PortMapping, Protocol, PullPolicy,
+    Resources, SandboxConfig, SecurityConfig,
 };
 
 use crate::kubelet::{
@@ -66,6 +66,27 @@ enum Next {
     At(Option<Timestamp>),
     /// Only when the desired pod changes (or a probe result wakes it): a terminal pod, all stopped.
     Idle,
+}
+
+/// upstream kubelet `--sync-frequency`: how often a pod is synced when nothing wakes its worker, for a
+/// runtime that tells its containers' next change ([`NextChange`]).
+pub(crate) const SYNC_FREQUENCY: Duration = Duration::from_secs(60);
+
+/// How long a worker sleeps after a sync (`None`: until woken). The plan's next check and the runtime's
+/// next change both bound it; a runtime that cannot tell its next change is relisted every
+/// [`RELIST_PERIOD`] (upstream's PLEG), one that can is synced at least every [`SYNC_FREQUENCY`].
+fn next_wait(next: Next, runtime: NextChange, now: Timestamp) -> Option<Duration> {
+    let until = |t: Timestamp| t.duration_since(now).unsigned_abs();
+    let relist = match runtime {
+        NextChange::Unknown => RELIST_PERIOD,
+        NextChange::Never => SYNC_FREQUENCY,
+        NextChange::At(t) => until(t).min(SYNC_FREQUENCY),
+    };
+    match next {
+        Next::At(Some(t)) => Some(until(t).min(relist)),
+        Next::At(None) => Some(relist),
+        Next::Idle => None,
+    }
 }
 
 impl Worker {
@@ -160,15 +181,8 @@ impl Worker {
                     }
                 }
             }
-            let wait = match self.sync(&pod).await {
-                Next::At(Some(t)) => Some(
-                    t.duration_since(Timestamp::now())
-                        .unsigned_abs()
-                        .min(RELIST_PERIOD),
-                ),
-                Next::At(None) => Some(RELIST_PERIOD),
-                Next::Idle => None,
-            };
+            let next = self.sync(&pod).await;
+            let wait = next_wait(next, self.k.runtime.next_change(&self.uid), Timestamp::now());
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 r = rx.changed() => if r.is_err() { return },
@@ -647,6 +661,39 @@ impl Worker {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .retain(|(n, p, _), (uid, _, _)| !(n == ns && p == pod && *uid == self.uid));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_after_a_sync_is_bounded_by_the_plan_and_the_runtime() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let at = |secs: i64| now.checked_add(jiff::SignedDuration::from_secs(secs)).unwrap();
+        let s = Duration::from_secs;
+        let cases = [
+            // Docker: relist every second whatever the plan says later.
+            (Next::At(None), NextChange::Unknown, Some(s(1))),
+            (Next::At(Some(at(10))), NextChange::Unknown, Some(s(1))),
+            // A plan check sooner than the relist wins.
+            (Next::At(Some(at(0))), NextChange::Unknown, Some(s(0))),
+            // Simulated: nothing changes on its own, so only the sync frequency.
+            (Next::At(None), NextChange::Never, Some(SYNC_FREQUENCY)),
+            (Next::At(Some(at(5))), NextChange::Never, Some(s(5))),
+            // A container exits in 3 s: look then.
+            (Next::At(None), NextChange::At(at(3)), Some(s(3))),
+            (Next::At(Some(at(2))), NextChange::At(at(3)), Some(s(2))),
+            // Far exits are still bounded by the sync frequency.
+            (Next::At(None), NextChange::At(at(3600)), Some(SYNC_FREQUENCY)),
+            // Idle stays idle: the pod is terminal and everything stopped.
+            (Next::Idle, NextChange::Unknown, None),
+            (Next::Idle, NextChange::At(at(3)), None),
+        ];
+        for (next, runtime, want) in cases {
+            assert_eq!(next_wait(next, runtime, now), want, "{runtime:?}");
         }
     }
 }

@@ -733,6 +733,17 @@ pub struct ExecOutput {
 /// (kubelet: `maxReadLength`), hooks log it; a bound keeps a chatty command from filling memory.
 pub const EXEC_SYNC_OUTPUT_LIMIT: usize = 1 << 20;
 
+/// When a pod's containers next change state without the kubelet acting ([`ContainerRuntime::next_change`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextChange {
+    /// The runtime cannot tell: poll.
+    Unknown,
+    /// Nothing changes until the kubelet acts.
+    Never,
+    /// A container changes state (exits) at this moment.
+    At(Timestamp),
+}
+
 /// The runtime the pod workers drive. Object-safe: used as `Arc<dyn ContainerRuntime>`.
 #[async_trait]
 pub trait ContainerRuntime: Send + Sync {
@@ -753,6 +764,14 @@ pub trait ContainerRuntime: Send + Sync {
 
     /// Starts a created container (sandbox or app).
     async fn start(&self, id: &str) -> Result<()>;
+
+    /// When the containers of pod `pod_uid` next change state on their own, if this runtime knows it:
+    /// [`NextChange::Unknown`] (Docker: a container may exit at any moment, so the pod worker relists every
+    /// [`RELIST_PERIOD`](crate::kubelet::RELIST_PERIOD), as upstream's PLEG), or, for a runtime that decides
+    /// its containers' lifecycles itself (the simulated one), the moment of the next exit or `Never`.
+    fn next_change(&self, _pod_uid: &str) -> NextChange {
+        NextChange::Unknown
+    }
 
     /// Replaces the started sandbox's resolv.conf, which its app containers share, with `content`
     /// (dockershim `rewriteResolvFile`): the kubelet's exact file, also on a user-defined network where

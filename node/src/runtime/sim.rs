@@ -48,8 +48,8 @@ use tokio::io::AsyncWrite;
 use super::naming;
 use super::{
     ContainerConfig, ContainerInfo, ContainerKind, ContainerRuntime, ContainerState, ContainerStatus,
-    ExecConfig, ExecControl, ExecSession, ImageInfo, ListFilter, LogOptions, LogStream, Owner, PullPolicy,
-    Result, RuntimeError, SandboxConfig,
+    ExecConfig, ExecControl, ExecSession, ImageInfo, ListFilter, LogOptions, LogStream, NextChange, Owner,
+    PullPolicy, Result, RuntimeError, SandboxConfig,
 };
 
 /// `nodeInfo.containerRuntimeVersion` of a simulated node.
@@ -400,6 +400,20 @@ enum Phase {
 }
 
 impl Entry {
+    /// When a running container exits on its own (`exit-after` from its start), if it will.
+    fn natural_exit(&self) -> Option<Timestamp> {
+        let started = self.started?;
+        if self.stopped.is_some() {
+            return None;
+        }
+        let after = self.behaviour.exit_after?;
+        Some(
+            started
+                .checked_add(SignedDuration::try_from(after).unwrap_or(SignedDuration::MAX))
+                .unwrap_or(Timestamp::MAX),
+        )
+    }
+
     fn phase(&self, now: Timestamp) -> Phase {
         let Some(started) = self.started else {
             return Phase::Created;
@@ -632,6 +646,18 @@ impl ContainerRuntime for SimRuntime {
 
     async fn ping(&self) -> Result<()> {
         Ok(())
+    }
+
+    fn next_change(&self, pod_uid: &str) -> NextChange {
+        let now = Timestamp::now();
+        let state = self.lock();
+        let ids = state.by_pod.get(pod_uid).into_iter().flatten();
+        let next = ids
+            .filter_map(|id| state.containers.get(id))
+            .filter_map(Entry::natural_exit)
+            .filter(|t| *t > now)
+            .min();
+        next.map_or(NextChange::Never, NextChange::At)
     }
 
     async fn ensure_image(&self, image: &str, _pull_policy: PullPolicy) -> Result<ImageInfo> {

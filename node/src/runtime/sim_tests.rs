@@ -289,6 +289,21 @@ async fn a_pod_runs_with_an_ip_from_the_node_range_and_stops_with_sigterm() {
 }
 
 #[tokio::test]
+async fn next_change_is_the_next_natural_exit_of_the_pods_containers() {
+    let rt = runtime();
+    assert_eq!(rt.next_change("nobody"), NextChange::Never);
+    let (_, _) = running_pod(&rt, "forever", &[]).await;
+    assert_eq!(rt.next_change("forever"), NextChange::Never);
+    let (_, c) = running_pod(&rt, "short", &[(EXIT_AFTER, "30s")]).await;
+    let started = rt.started_at(&c).unwrap();
+    let exit = started.checked_add(jiff::SignedDuration::from_secs(30)).unwrap();
+    assert_eq!(rt.next_change("short"), NextChange::At(exit));
+    // A stopped container no longer changes on its own.
+    rt.stop_container(&c, Duration::ZERO, None).await.unwrap();
+    assert_eq!(rt.next_change("short"), NextChange::Never);
+}
+
+#[tokio::test]
 async fn a_job_pod_completes_and_an_exit_annotation_fails_after_its_delay() {
     let rt = runtime();
     let s = rt
