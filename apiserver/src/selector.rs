@@ -4,7 +4,8 @@
 //! `http` parses the parameters once per request (a parse error is a 400 with the message returned
 //! here), checks the field names against the resource with [`FieldSelector::check_supported`], and the
 //! list and watch paths call `matches` on every stored object. Everything here is pure: no I/O, no
-//! storage types, only `serde_json` objects in their wire shape. The grammar and the error wording
+//! storage types: objects are read through [`Fields`], which a wire-shape `serde_json` object implements and
+//! so does the storage's compact [`Selectable`] view (labels and the selectable fields only). The grammar and the error wording
 //! follow upstream `apimachinery/pkg/labels/selector.go` and `apimachinery/pkg/fields/selector.go`;
 //! the selectable fields follow each kind's `ToSelectableFields` / field-label conversion.
 
@@ -466,7 +467,7 @@ impl FieldSelector {
 
     /// Whether the object (in the wire shape of `group`'s version) is selected. A field that is not
     /// selectable for the resource reads as `""`, as upstream's `fields.Set.Get` does.
-    pub fn matches(&self, group: &str, resource: &str, obj: &Value) -> bool {
+    pub fn matches(&self, group: &str, resource: &str, obj: &(impl Fields + ?Sized)) -> bool {
         self.terms.iter().all(|t| {
             let have = field_value(group, resource, obj, &t.field).unwrap_or_default();
             (have == t.value) != t.negated
@@ -547,33 +548,144 @@ fn unescape_value(s: &str) -> Result<String, String> {
     Ok(out)
 }
 
-fn lookup<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    path.iter().try_fold(obj, |v, key| v.get(key))
+// ---------------------------------------------------------------------------------------------------
+// What selectors read
+// ---------------------------------------------------------------------------------------------------
+
+/// An object as selectors read it: its labels, the scalar at a path, and (for custom resources, whose
+/// selectable fields are any path their CRD names) the whole object.
+pub trait Fields {
+    /// `metadata.labels`.
+    fn labels(&self) -> Option<&Map<String, Value>>;
+    /// The value at `path` (object keys; a number steps into an array), if present.
+    fn at(&self, path: &[&str]) -> Option<&Value>;
+    /// The whole object in its wire shape.
+    fn whole(&self) -> std::borrow::Cow<'_, Value>;
+}
+
+impl Fields for Value {
+    fn labels(&self) -> Option<&Map<String, Value>> {
+        self.get("metadata")?.get("labels")?.as_object()
+    }
+
+    fn at(&self, path: &[&str]) -> Option<&Value> {
+        path.iter().try_fold(self, |v, key| match v {
+            Value::Array(items) => items.get(key.parse::<usize>().ok()?),
+            _ => v.get(key),
+        })
+    }
+
+    fn whole(&self) -> std::borrow::Cow<'_, Value> {
+        std::borrow::Cow::Borrowed(self)
+    }
+}
+
+/// Every path [`field_value`] reads for a built-in kind, and `apiVersion`: what [`Selectable`] keeps.
+const SELECTABLE_PATHS: &[&[&str]] = &[
+    // Not a field selector: what `registry::view` reads of every object (a custom resource's version).
+    &["apiVersion"],
+    &["metadata", "name"],
+    &["metadata", "namespace"],
+    &["spec", "nodeName"],
+    &["spec", "restartPolicy"],
+    &["spec", "schedulerName"],
+    &["spec", "serviceAccountName"],
+    &["spec", "hostNetwork"],
+    &["spec", "unschedulable"],
+    &["spec", "clusterIP"],
+    &["spec", "type"],
+    &["spec", "signerName"],
+    &["status", "phase"],
+    &["status", "podIPs", "0", "ip"],
+    &["status", "podIP"],
+    &["status", "nominatedNodeName"],
+    &["status", "replicas"],
+    &["status", "succeeded"],
+    &["type"],
+    &["reason"],
+    &["reportingComponent"],
+    &["reportingController"],
+    &["source", "component"],
+    &["deprecatedSource", "component"],
+    &["involvedObject", "kind"],
+    &["involvedObject", "namespace"],
+    &["involvedObject", "name"],
+    &["involvedObject", "uid"],
+    &["involvedObject", "apiVersion"],
+    &["involvedObject", "resourceVersion"],
+    &["involvedObject", "fieldPath"],
+    &["regarding", "kind"],
+    &["regarding", "namespace"],
+    &["regarding", "name"],
+    &["regarding", "uid"],
+    &["regarding", "apiVersion"],
+    &["regarding", "resourceVersion"],
+    &["regarding", "fieldPath"],
+];
+
+/// The part of an object that label and field selectors of built-in kinds read, kept beside its stored
+/// bytes: a stored object is not kept parsed (a parsed pod takes about nine times its JSON), yet every watch
+/// event is matched against each watcher's selector.
+#[derive(Debug, Default)]
+pub struct Selectable {
+    labels: Option<Map<String, Value>>,
+    /// (index into [`SELECTABLE_PATHS`], the scalar there), in path order.
+    fields: Box<[(u8, Value)]>,
+}
+
+impl Selectable {
+    /// Extract the labels and the selectable fields of `obj`.
+    pub fn of(obj: &Value) -> Selectable {
+        let fields = SELECTABLE_PATHS
+            .iter()
+            .enumerate()
+            .filter_map(|(i, path)| {
+                let v = obj.at(path)?;
+                // Selectable fields are scalars; anything else reads as absent, as it would in `text`.
+                (!v.is_object() && !v.is_array()).then(|| (i as u8, v.clone()))
+            })
+            .collect();
+        Selectable {
+            labels: obj.labels().filter(|l| !l.is_empty()).cloned(),
+            fields,
+        }
+    }
+
+    /// `metadata.labels` (`None` when there are none).
+    pub fn labels(&self) -> Option<&Map<String, Value>> {
+        self.labels.as_ref()
+    }
+
+    /// The scalar at `path`, which must be one of the selectable paths.
+    pub fn at(&self, path: &[&str]) -> Option<&Value> {
+        let i = SELECTABLE_PATHS.iter().position(|p| *p == path)?;
+        self.fields
+            .iter()
+            .find(|(j, _)| usize::from(*j) == i)
+            .map(|(_, v)| v)
+    }
 }
 
 /// A string field; absent (or not a string) reads as `""`.
-fn text(obj: &Value, path: &[&str]) -> String {
-    lookup(obj, path)
+fn text(obj: &(impl Fields + ?Sized), path: &[&str]) -> String {
+    obj.at(path)
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string()
 }
 
 /// A bool field as Go's `strconv.FormatBool`; absent is `false`.
-fn flag(obj: &Value, path: &[&str]) -> String {
-    lookup(obj, path)
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
-        .to_string()
+fn flag(obj: &(impl Fields + ?Sized), path: &[&str]) -> String {
+    obj.at(path).and_then(Value::as_bool).unwrap_or(false).to_string()
 }
 
 /// An integer field as Go's `strconv.Itoa`; absent is `0`, as upstream's zero value.
-fn count(obj: &Value, path: &[&str]) -> String {
-    lookup(obj, path).and_then(Value::as_i64).unwrap_or(0).to_string()
+fn count(obj: &(impl Fields + ?Sized), path: &[&str]) -> String {
+    obj.at(path).and_then(Value::as_i64).unwrap_or(0).to_string()
 }
 
 /// The first non-empty of two string fields.
-fn either(obj: &Value, first: &[&str], second: &[&str]) -> String {
+fn either(obj: &(impl Fields + ?Sized), first: &[&str], second: &[&str]) -> String {
     let v = text(obj, first);
     if v.is_empty() { text(obj, second) } else { v }
 }
@@ -581,7 +693,7 @@ fn either(obj: &Value, first: &[&str], second: &[&str]) -> String {
 /// The value of a selectable field of an object (upstream `ToSelectableFields`), or `None` when the field
 /// cannot be selected on this resource. Missing strings are `""`, missing numbers `"0"`, missing bools
 /// `"false"`, exactly as upstream's typed zero values print.
-pub fn field_value(group: &str, resource: &str, obj: &Value, field: &str) -> Option<String> {
+pub fn field_value(group: &str, resource: &str, obj: &(impl Fields + ?Sized), field: &str) -> Option<String> {
     let value = match (group, resource, field) {
         (_, _, "metadata.name") => text(obj, &["metadata", "name"]),
         // These kinds have their own upstream conversion, which leaves out metadata.namespace; every other
@@ -601,8 +713,8 @@ pub fn field_value(group: &str, resource: &str, obj: &Value, field: &str) -> Opt
         ("", "pods", "spec.hostNetwork") => flag(obj, &["spec", "hostNetwork"]),
         ("", "pods", "status.phase") => text(obj, &["status", "phase"]),
         // upstream reads status.podIPs[0].ip; v1 conversion fills podIPs from a lone podIP
-        ("", "pods", "status.podIP") => match lookup(obj, &["status", "podIPs"]).and_then(|ips| ips.get(0)) {
-            Some(first) => text(first, &["ip"]),
+        ("", "pods", "status.podIP") => match obj.at(&["status", "podIPs", "0", "ip"]) {
+            Some(first) => first.as_str().unwrap_or_default().to_string(),
             None => text(obj, &["status", "podIP"]),
         },
         ("", "pods", "status.nominatedNodeName") => text(obj, &["status", "nominatedNodeName"]),
@@ -656,7 +768,7 @@ pub fn field_value(group: &str, resource: &str, obj: &Value, field: &str) -> Opt
         // configmaps, endpoints, serviceaccounts, persistentvolumeclaims, leases, deployments,
         // statefulsets, daemonsets and everything else: metadata fields only; custom resources add
         // their CRD's selectableFields.
-        _ => return crate::crd::field_value(group, resource, obj, field),
+        _ => return crate::crd::field_value(group, resource, &obj.whole(), field),
     };
     Some(value)
 }

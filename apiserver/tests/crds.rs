@@ -708,14 +708,23 @@ async fn a_deleted_crd_waits_for_its_objects_finalizers_and_refuses_creates_mean
         assert!(tokio::time::Instant::now() < deadline, "never Terminating");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(
-        api.get("held")
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_some()
-    );
+    // The controller sets the condition and then deletes the objects (as upstream's finalizer controller
+    // does), so the object's deletion may follow the condition by a moment.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while api
+        .get("held")
+        .await
+        .unwrap()
+        .metadata
+        .deletion_timestamp
+        .is_none()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the held object was never deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let err = api
         .create(&PostParams::default(), &cog("new", json!([])))
         .await

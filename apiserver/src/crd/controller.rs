@@ -35,7 +35,7 @@ fn names(registry: &Registry) -> Vec<String> {
         .items
         .iter()
         .filter_map(|o| {
-            o.value
+            o.value()
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .map(str::to_string)
@@ -95,7 +95,7 @@ pub fn spawn(registry: Registry, cancel: CancellationToken) -> JoinHandle<()> {
                     Some(Next::Event(ev)) => {
                         let name = ev
                             .object
-                            .value
+                            .value()
                             .pointer("/metadata/name")
                             .and_then(Value::as_str)
                             .unwrap_or("")
@@ -125,12 +125,12 @@ fn terminating(registry: &Registry) -> Vec<String> {
     registry
         .storage()
         .list(&info.prefix(None), None, None, |o| {
-            o.value.pointer("/metadata/deletionTimestamp").is_some()
+            o.value().pointer("/metadata/deletionTimestamp").is_some()
         })
         .items
         .iter()
         .filter_map(|o| {
-            o.value
+            o.value()
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .map(str::to_string)
@@ -146,12 +146,13 @@ pub async fn reconcile(registry: &Registry, name: &str) -> Result<(), ApiError> 
         super::set(name, Vec::new());
         return Ok(());
     };
-    let deleting = current.value.pointer("/metadata/deletionTimestamp").is_some();
-    let mut wanted = current.value.clone();
-    wanted["status"] = definition::status(&current.value, deleting, &now_rfc3339());
+    let current = current.value();
+    let deleting = current.pointer("/metadata/deletionTimestamp").is_some();
+    let mut wanted = current.clone();
+    wanted["status"] = definition::status(&current, deleting, &now_rfc3339());
     // Serve from the status about to be written: objects can be created before that write is durable.
     super::set(name, super::from_crd(&wanted));
-    if wanted.get("status") != current.value.get("status") {
+    if wanted.get("status") != current.get("status") {
         write_status(registry, &key, name, deleting).await?;
     }
     if deleting {
@@ -171,9 +172,10 @@ async fn write_status(registry: &Registry, key: &str, name: &str, deleting: bool
                     name,
                 ));
             };
-            let mut obj = cur.value.clone();
-            obj["status"] = definition::status(&cur.value, deleting, &now_rfc3339());
-            Ok(if obj == cur.value {
+            let cur = cur.value();
+            let mut obj = cur.clone();
+            obj["status"] = definition::status(&cur, deleting, &now_rfc3339());
+            Ok(if obj == cur {
                 Decision::Keep
             } else {
                 Decision::Put(obj)
@@ -197,16 +199,13 @@ async fn finalize(registry: &Registry, name: &str, key: &str, crd: &Value) -> Re
         .items;
     let mut left = 0;
     for o in &objects {
-        if o.value.pointer("/metadata/deletionTimestamp").is_some() {
+        let o = o.value();
+        if o.pointer("/metadata/deletionTimestamp").is_some() {
             left += 1;
             continue;
         }
-        let obj_name = o
-            .value
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let ns = o.value.pointer("/metadata/namespace").and_then(Value::as_str);
+        let obj_name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let ns = o.pointer("/metadata/namespace").and_then(Value::as_str);
         match registry
             .delete(info, ns, obj_name, &DeleteOptions::default())
             .await
@@ -236,7 +235,7 @@ async fn release(registry: &Registry, name: &str, key: &str) -> Result<(), ApiEr
                     name,
                 ));
             };
-            let mut obj = cur.value.clone();
+            let mut obj = cur.value();
             let finalizers: Vec<Value> = obj
                 .pointer("/metadata/finalizers")
                 .and_then(Value::as_array)
@@ -249,7 +248,7 @@ async fn release(registry: &Registry, name: &str, key: &str) -> Result<(), ApiEr
                 return Ok(Decision::Delete);
             }
             obj["metadata"]["finalizers"] = json!(finalizers);
-            Ok(if obj == cur.value {
+            Ok(if obj == cur.value() {
                 Decision::Keep
             } else {
                 Decision::Put(obj)

@@ -584,7 +584,7 @@ async fn resource(
                 if deleted_now && !returns_object {
                     let uid = w
                         .object
-                        .value
+                        .value()
                         .pointer("/metadata/uid")
                         .cloned()
                         .unwrap_or(Value::Null);
@@ -659,7 +659,7 @@ async fn resource(
                         .apply(info, ns, name, Some("scale"), parent, force, &opts)
                         .await?;
                     Ok(with_warnings(
-                        json_value(StatusCode::OK, &crate::registry::scale_of(&obj.value)),
+                        json_value(StatusCode::OK, &crate::registry::scale_of(&obj.value())),
                         &opts,
                     ))
                 }
@@ -903,7 +903,7 @@ fn component_statuses(
     let info = crate::registry::resources::find("", "v1", "componentstatuses").expect("served");
     let revision = st.registry.storage().revision();
     let items: Vec<Arc<Stored>> =
-        builtin_kinds::component_statuses(lease.as_ref().map(|l| &l.value), jiff::Timestamp::now())
+        builtin_kinds::component_statuses(lease.map(|l| l.value()).as_ref(), jiff::Timestamp::now())
             .into_iter()
             .filter(|c| name.is_none_or(|n| c["metadata"]["name"] == n))
             .map(|c| Arc::new(Stored::new(revision, c)))
@@ -919,7 +919,8 @@ fn component_statuses(
             Format::Table => {
                 let include =
                     IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
-                let objs: Vec<&Value> = items.iter().map(|i| &i.value).collect();
+                let values: Vec<Value> = items.iter().map(|i| i.value()).collect();
+                let objs: Vec<&Value> = values.iter().collect();
                 let t = to_table(
                     info,
                     &objs,
@@ -973,14 +974,14 @@ fn single(info: &ResourceInfo, obj: &Stored, format: Format, query: &Query) -> R
         Format::Json => Ok(json_response(StatusCode::OK, obj.bytes.clone())),
         Format::Metadata { .. } => {
             let version = format.check_metadata(false).map_err(ApiError::not_acceptable)?;
-            let partial = request::partial_object_metadata(&obj.value, version.unwrap_or("v1"));
+            let partial = request::partial_object_metadata(&obj.value(), version.unwrap_or("v1"));
             Ok(json_value(StatusCode::OK, &partial))
         }
         Format::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
             let t = to_table(
                 info,
-                &[&obj.value],
+                &[&obj.value()],
                 &obj.revision.to_string(),
                 None,
                 jiff::Timestamp::now(),
@@ -1068,7 +1069,8 @@ fn list(
         ),
         Format::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
-            let objs: Vec<&Value> = result.items.iter().map(|o| &o.value).collect();
+            let values: Vec<Value> = result.items.iter().map(|o| o.value()).collect();
+            let objs: Vec<&Value> = values.iter().collect();
             let t = to_table(
                 info,
                 &objs,
@@ -1099,7 +1101,8 @@ fn metadata_list(
         .iter()
         .map(|o| {
             Bytes::from(crate::encode::to_vec(&request::partial_object_metadata(
-                &o.value, version,
+                &o.value(),
+                version,
             )))
         })
         .collect();

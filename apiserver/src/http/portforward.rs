@@ -132,7 +132,8 @@ impl Ctx {
             .registry
             .get(self.info, Some(&self.target.namespace), &self.target.pod)
             .ok();
-        pod_gone(current.as_ref().map(|p| &p.value), &self.uid)
+        let current = current.map(|p| p.value());
+        pod_gone(current.as_ref(), &self.uid)
     }
 }
 
@@ -230,11 +231,11 @@ async fn serve_inner(
     query: &Query,
 ) -> Result<Response, ApiError> {
     let (namespace, name, pod, node_name) = proxy::scheduled_pod(st, r)?;
-    check_running(&pod.value)?;
+    check_running(&pod.value())?;
     let ctx = Arc::new(Ctx {
         target: proxy::node_target(st, &node_name, namespace, name, String::new())?,
         uid: pod
-            .value
+            .value()
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or("")

@@ -101,7 +101,7 @@ pub(super) struct Target {
 /// Looks up the pod, picks and checks the container, and finds its node's address.
 fn target(st: &ServerState, r: &ResourceRequest, query: &Query) -> Result<Target, ApiError> {
     let (namespace, name, pod, node_name) = scheduled_pod(st, r)?;
-    let container = pick_container(&pod.value, &name, query.get("container"))?;
+    let container = pick_container(&pod.value(), &name, query.get("container"))?;
     node_target(st, &node_name, namespace, name, container)
 }
 
@@ -115,7 +115,7 @@ pub(super) fn scheduled_pod(
     let name = r.name.clone().unwrap_or_default();
     let pod = st.registry.get(r.info, Some(&namespace), &name)?;
     let node_name = pod
-        .value
+        .value()
         .pointer("/spec/nodeName")
         .and_then(Value::as_str)
         .unwrap_or("")
@@ -139,7 +139,7 @@ pub(super) fn node_target(
     let nodes =
         resources::find("", "v1", "nodes").ok_or_else(|| ApiError::internal("nodes are not served"))?;
     let node = st.registry.get(nodes, None, node_name)?;
-    let (host, port) = node_address(&node.value)?;
+    let (host, port) = node_address(&node.value())?;
     let authority = if host.contains(':') {
         format!("[{host}]:{port}")
     } else {

@@ -51,12 +51,12 @@ impl Encoder {
             Format::Json => out.extend_from_slice(&obj.bytes),
             // Each event's object is a PartialObjectMetadata, whichever of the two kinds was asked for.
             Format::Metadata { version, .. } => out.extend_from_slice(&crate::encode::to_vec(
-                &super::request::partial_object_metadata(&obj.value, version),
+                &super::request::partial_object_metadata(&obj.value(), version),
             )),
             Format::Table => {
                 let t = super::to_table(
                     self.info,
-                    &[&obj.value],
+                    &[&obj.value()],
                     &obj.revision.to_string(),
                     None,
                     jiff::Timestamp::now(),
@@ -113,11 +113,8 @@ impl Watcher {
     /// Upstream's `convertToWatchEvent`: an object entering the selection is ADDED, leaving it is DELETED.
     async fn event(&mut self, ev: &Event) -> bool {
         let info = self.enc.info;
-        let now = self.sel.matches(info, &ev.object.value);
-        let before = ev
-            .previous
-            .as_ref()
-            .is_some_and(|p| self.sel.matches(info, &p.value));
+        let now = self.sel.matches(info, &*ev.object);
+        let before = ev.previous.as_ref().is_some_and(|p| self.sel.matches(info, &**p));
         let out = match ev.kind {
             EventType::Added if now => Some(self.enc.event("ADDED", &ev.object)),
             EventType::Deleted if now || before => Some(self.enc.event("DELETED", &ev.object)),
@@ -126,7 +123,7 @@ impl Watcher {
                 (false, true) => Some(self.enc.event("ADDED", &ev.object)),
                 (true, false) => {
                     let prev = ev.previous.as_ref().expect("matched, so present");
-                    let last = Stored::new(ev.revision, prev.value.clone());
+                    let last = Stored::new(ev.revision, prev.value());
                     Some(self.enc.event("DELETED", &last))
                 }
                 (false, false) => None,
@@ -253,7 +250,7 @@ async fn run(mut w: Watcher, start: WatchStart, opts: Opts, cancel: Cancellation
     if opts.initial {
         for obj in &initial {
             let obj = &crate::registry::view(w.enc.info, obj);
-            if w.sel.matches(w.enc.info, &obj.value) {
+            if w.sel.matches(w.enc.info, &**obj) {
                 let line = w.enc.event("ADDED", obj);
                 if !w.send(line).await {
                     return;

@@ -57,7 +57,8 @@ pub fn validate_crd(storage: &Storage, obj: &Value) -> Vec<FieldError> {
     if errs.is_empty() {
         let info = crd::controller::crd_info();
         let others = storage.list(&info.prefix(None), None, None, |_| true).items;
-        let others: Vec<&Value> = others.iter().map(|o| &o.value).collect();
+        let others: Vec<Value> = others.iter().map(|o| o.value()).collect();
+        let others: Vec<&Value> = others.iter().collect();
         let builtin: Vec<(&str, &str, &str)> = super::resources::builtin()
             .map(|r| (r.group, r.plural, r.kind))
             .collect();
@@ -92,8 +93,8 @@ pub fn to_storage_version(info: &ResourceInfo, c: &Custom, obj: &mut Value) {
 }
 
 /// Whether a stored object is of another version than `info` serves (then only apiVersion differs).
-pub fn other_version(info: &ResourceInfo, obj: &Value) -> bool {
-    let Some(v) = obj.get("apiVersion").and_then(Value::as_str) else {
+pub fn other_version(info: &ResourceInfo, obj: &(impl crate::selector::Fields + ?Sized)) -> bool {
+    let Some(v) = obj.at(&["apiVersion"]).and_then(Value::as_str) else {
         return false;
     };
     !info.group.is_empty()

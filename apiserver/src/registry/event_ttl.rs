@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::resources;
 use super::{DeleteOptions, Registry};
+use crate::selector::Fields;
 use crate::storage::{Stored, WatchFrom, WatchStart};
 use crate::watch::{EventType, Next};
 
@@ -59,7 +60,8 @@ struct Entry {
 }
 
 fn entry(obj: &Stored, deadline: Instant) -> Option<Entry> {
-    let meta = obj.value.get("metadata")?;
+    let value = obj.value();
+    let meta = value.get("metadata")?;
     Some(Entry {
         deadline,
         revision: obj.revision,
@@ -103,9 +105,8 @@ async fn run(
         let mut seen = std::collections::HashSet::new();
         for obj in &start.initial {
             let key = info.key(
-                obj.value.pointer("/metadata/namespace").and_then(Value::as_str),
-                obj.value
-                    .pointer("/metadata/name")
+                obj.at(&["metadata", "namespace"]).and_then(Value::as_str),
+                obj.at(&["metadata", "name"])
                     .and_then(Value::as_str)
                     .unwrap_or(""),
             );
@@ -114,7 +115,7 @@ async fn run(
             if deadlines.get(&key).is_some_and(|e| e.revision == obj.revision) {
                 continue;
             }
-            if let Some(e) = entry(obj, now.0 + remaining(&obj.value, ttl, now.1)) {
+            if let Some(e) = entry(obj, now.0 + remaining(&obj.value(), ttl, now.1)) {
                 deadlines.insert(key, e);
             }
         }

@@ -287,11 +287,12 @@ impl Registry {
         let mut tries = 0;
         let pod = loop {
             let pod = self.get(pods, Some(ns), name)?;
-            if !can_ignore_budget(&pod.value) {
+            let pod_value = pod.value();
+            if !can_ignore_budget(&pod_value) {
                 break pod;
             }
             let mut o = opts.clone();
-            if should_enforce_resource_version(&pod.value) && o.resource_version.is_none() {
+            if should_enforce_resource_version(&pod_value) && o.resource_version.is_none() {
                 o.resource_version = Some(pod.revision.to_string());
             }
             match self.disrupt_and_delete(ns, name, o).await {
@@ -302,8 +303,8 @@ impl Registry {
         };
         let budgets_info = resources::find("policy", "v1", "poddisruptionbudgets").expect("PDBs are served");
         let listed = self.list(budgets_info, Some(ns), &Default::default(), None, None);
-        let values: Vec<Value> = listed.items.iter().map(|o| o.value.clone()).collect();
-        let budgets = matching_budgets(&pod.value, &values);
+        let values: Vec<Value> = listed.items.iter().map(|o| o.value()).collect();
+        let budgets = matching_budgets(&pod.value(), &values);
         if budgets.len() > 1 {
             return Ok(Evicted::MultipleBudgets);
         }
@@ -311,7 +312,7 @@ impl Registry {
         let mut budget_name = String::new();
         if let Some(budget) = budgets.first() {
             budget_name = meta_str(budget, "name").unwrap_or("").to_string();
-            if !is_ready(&pod.value) && unready_pod_may_go(budget) {
+            if !is_ready(&pod.value()) && unready_pod_may_go(budget) {
                 only_if_unchanged = true;
             } else {
                 self.spend_disruption(budgets_info, ns, &budget_name, name, opts.dry_run)
@@ -352,7 +353,7 @@ impl Registry {
                 let Some(cur) = current else {
                     return Err(ApiError::not_found(info.plural, info.group, budget));
                 };
-                let new = check_and_decrement(&cur.value, pod, &now)?;
+                let new = check_and_decrement(&cur.value(), pod, &now)?;
                 if dry_run {
                     return Ok(Decision::Keep);
                 }
@@ -384,7 +385,8 @@ impl Registry {
                     let Some(cur) = current else {
                         return Err(ApiError::not_found("pods", "", name));
                     };
-                    let uid = meta_str(&cur.value, "uid").unwrap_or("");
+                    let cur_value = cur.value();
+                    let uid = meta_str(&cur_value, "uid").unwrap_or("");
                     if let Some(want) = opts.uid.as_deref().filter(|u| !u.is_empty())
                         && want != uid
                     {
@@ -408,7 +410,7 @@ impl Registry {
                             "The object might have been modified",
                         ));
                     }
-                    let new = with_disruption_target(&cur.value, &now);
+                    let new = with_disruption_target(&cur.value(), &now);
                     self.decide_update(pods, cur, new, Some("status"), &write)
                 })
                 .await?;

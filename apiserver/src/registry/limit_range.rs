@@ -528,7 +528,7 @@ impl Registry {
         self.list(info, Some(ns), &Default::default(), None, None)
             .items
             .iter()
-            .map(|o| o.value.clone())
+            .map(|o| o.value())
             .collect()
     }
 

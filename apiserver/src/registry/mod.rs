@@ -35,7 +35,7 @@ pub use resources::{ResourceInfo, Subresource};
 
 use crate::error::{ApiError, FieldError};
 use crate::patch;
-use crate::selector::{FieldSelector, LabelSelector};
+use crate::selector::{FieldSelector, Fields, LabelSelector};
 use crate::storage::{Decision, ListResult, Storage, StoreError, Stored, WatchFrom, WatchStart, Written};
 
 impl From<StoreError> for ApiError {
@@ -148,10 +148,11 @@ pub struct Selection {
 
 impl Selection {
     /// Whether the object is selected.
-    pub fn matches(&self, info: &ResourceInfo, obj: &Value) -> bool {
-        let labels_ok = self.labels.as_ref().is_none_or(|l| {
-            l.is_empty() || l.matches(obj.pointer("/metadata/labels").and_then(Value::as_object))
-        });
+    pub fn matches(&self, info: &ResourceInfo, obj: &(impl Fields + ?Sized)) -> bool {
+        let labels_ok = self
+            .labels
+            .as_ref()
+            .is_none_or(|l| l.is_empty() || l.matches(obj.labels()));
         labels_ok
             && self
                 .fields
@@ -379,20 +380,16 @@ impl Registry {
         let prefix = info.prefix(ns);
         match info.alias {
             None if crate::crd::custom(info).is_some() => {
-                let mut l = self
-                    .storage
-                    .list(&prefix, start, limit, |o| sel.matches(info, &o.value));
-                if l.items.iter().any(|o| custom::other_version(info, &o.value)) {
+                let mut l = self.storage.list(&prefix, start, limit, |o| sel.matches(info, o));
+                if l.items.iter().any(|o| custom::other_version(info, &**o)) {
                     l.items = l.items.iter().map(|o| view(info, o)).collect();
                 }
                 l
             }
-            None => self
-                .storage
-                .list(&prefix, start, limit, |o| sel.matches(info, &o.value)),
+            None => self.storage.list(&prefix, start, limit, |o| sel.matches(info, o)),
             Some(a) => {
                 let mut l = self.storage.list(&prefix, start, limit, |o| {
-                    sel.matches(info, &(a.from_storage)(&o.value))
+                    sel.matches(info, &(a.from_storage)(&o.value()))
                 });
                 l.items = l.items.iter().map(|o| view(info, o)).collect();
                 l
@@ -414,7 +411,7 @@ impl Registry {
         let ns_info = resources::find("", "v1", "namespaces").expect("namespaces are served");
         match self.storage.get(&ns_info.key(None, ns)) {
             None => Err(ApiError::not_found("namespaces", "", ns)),
-            Some(n) if meta(&n.value).contains_key("deletionTimestamp") => Err(ApiError::forbidden(
+            Some(n) if meta(&n.value()).contains_key("deletionTimestamp") => Err(ApiError::forbidden(
                 info.plural,
                 info.group,
                 name,
@@ -549,7 +546,7 @@ impl Registry {
             .storage
             .write(&key, |current| {
                 if let Some(cur) = current {
-                    if meta(&cur.value).contains_key("deletionTimestamp") {
+                    if meta(&cur.value()).contains_key("deletionTimestamp") {
                         let mut e = ApiError::already_exists(info.plural, info.group, &name);
                         e.message = format!("object is being deleted: {}", e.message);
                         return Err(e);
@@ -736,14 +733,15 @@ impl Registry {
         opts: &WriteOptions,
     ) -> Result<Decision, ApiError> {
         let dry_run = opts.dry_run;
-        let name = meta_str(&old.value, "name").unwrap_or("").to_string();
+        let old_value = old.value();
+        let name = meta_str(&old_value, "name").unwrap_or("").to_string();
         let old_rv = old.revision.to_string();
         if let Some(rv) = meta_str(&new, "resourceVersion").filter(|s| !s.is_empty())
             && rv != old_rv
         {
             return Err(ApiError::stale(info.plural, info.group, &name));
         }
-        let old_uid = meta_str(&old.value, "uid").unwrap_or("").to_string();
+        let old_uid = meta_str(&old_value, "uid").unwrap_or("").to_string();
         if let Some(uid) = meta_str(&new, "uid").filter(|s| !s.is_empty())
             && uid != old_uid
         {
@@ -754,14 +752,14 @@ impl Registry {
                 &format!(
                     "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: \
                      Precondition failed: UID in precondition: {uid}, UID in object meta: {old_uid}",
-                    info.key(meta_str(&old.value, "namespace"), &name)
+                    info.key(meta_str(&old_value, "namespace"), &name)
                 ),
             ));
         }
         {
             let m = meta_mut(&mut new);
             keep(
-                Some(meta(&old.value)),
+                Some(meta(&old_value)),
                 m,
                 &[
                     "uid",
@@ -779,25 +777,25 @@ impl Registry {
         let status_update = matches!(subresource, Some("status" | "approval"));
         if status_update {
             // The status endpoint changes status (and metadata), never spec.
-            keep(old.value.as_object(), object_mut(&mut new), &["spec"]);
-            keep(Some(meta(&old.value)), meta_mut(&mut new), &["ownerReferences"]);
+            keep(old_value.as_object(), object_mut(&mut new), &["spec"]);
+            keep(Some(meta(&old_value)), meta_mut(&mut new), &["ownerReferences"]);
         } else if info.has_status {
-            keep(old.value.as_object(), object_mut(&mut new), &["status"]);
+            keep(old_value.as_object(), object_mut(&mut new), &["status"]);
         }
         match (info.group, info.plural) {
-            ("", "pods") => pod_strategy::prepare_update(&mut new, &old.value, subresource)
+            ("", "pods") => pod_strategy::prepare_update(&mut new, &old_value, subresource)
                 .map_err(ApiError::bad_request)?,
-            ("", "namespaces") => namespace::prepare_update(&mut new, &old.value, subresource),
-            ("", "services") if !status_update => service::prepare_update(&mut new, &old.value),
+            ("", "namespaces") => namespace::prepare_update(&mut new, &old_value, subresource),
+            ("", "services") if !status_update => service::prepare_update(&mut new, &old_value),
             ("apps", plural) if apps::handles(plural) => {
-                apps::prepare_update(plural, &mut new, &old.value, status_update)
+                apps::prepare_update(plural, &mut new, &old_value, status_update)
             }
             ("batch", plural) if batch::handles(plural) => batch::prepare_update(plural, &mut new),
             (group, plural) if volume::handles(group, plural) => {
-                volume::prepare_update(group, plural, &mut new, &old.value, status_update, &now_rfc3339())
+                volume::prepare_update(group, plural, &mut new, &old_value, status_update, &now_rfc3339())
             }
             (group, plural) if builtin_kinds::handles(group, plural) => {
-                builtin_kinds::prepare_update(group, plural, &mut new, &old.value, subresource)
+                builtin_kinds::prepare_update(group, plural, &mut new, &old_value, subresource)
             }
             (group, plural) if rbac::handles(group, plural) => rbac::prepare(plural, &mut new),
             custom::CRDS if !status_update => crate::crd::definition::set_defaults(&mut new),
@@ -810,15 +808,15 @@ impl Registry {
             custom::to_storage_version(info, c, &mut new);
         }
         normalise(&mut new);
-        crate::rbac::escalation::check(self, info, &new, Some(&old.value))?;
+        crate::rbac::escalation::check(self, info, &new, Some(&old_value))?;
         let spec_changed = match (info.group, info.plural) {
-            ("apps", plural) => apps::bumps_generation(plural, &new, &old.value),
-            ("batch", _) => batch::bumps_generation(&new, &old.value),
-            _ if custom.is_some() => custom::bumps_generation(info, &new, &old.value),
-            _ => new.get("spec") != old.value.get("spec"),
+            ("apps", plural) => apps::bumps_generation(plural, &new, &old_value),
+            ("batch", _) => batch::bumps_generation(&new, &old_value),
+            _ if custom.is_some() => custom::bumps_generation(info, &new, &old_value),
+            _ => new.get("spec") != old_value.get("spec"),
         };
         if info.tracks_generation && !status_update && spec_changed {
-            let g = meta(&old.value)
+            let g = meta(&old_value)
                 .get("generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
@@ -828,15 +826,15 @@ impl Registry {
         let kind_key = format!("{}/{}", info.group, info.kind);
         let api_version = info.api_version();
         patch::apply::record_update(
-            Some(&old.value),
+            Some(&old_value),
             &mut new,
             &managed_context(info, &kind_key, &api_version, opts, subresource, &now),
         );
-        let errors = self.validate(info, &new, Some(&old.value), subresource);
+        let errors = self.validate(info, &new, Some(&old_value), subresource);
         if !errors.is_empty() {
             return Err(ApiError::invalid(info.kind, info.group, &name, &errors));
         }
-        if new == old.value {
+        if new == old_value {
             return Ok(Decision::Keep);
         }
         let m = meta(&new);
@@ -896,8 +894,8 @@ impl Registry {
                     return Err(ApiError::not_found(info.plural, info.group, name));
                 };
                 let mut doc = match info.alias {
-                    Some(a) => (a.from_storage)(&old.value),
-                    None => view(info, old).value.clone(),
+                    Some(a) => (a.from_storage)(&old.value()),
+                    None => view(info, old).value(),
                 };
                 match &json_patch {
                     Some(ops) => apply_json_patch(&mut doc, ops)?,
@@ -999,7 +997,7 @@ impl Registry {
                 let Some(old) = current else {
                     return Err(ApiError::not_found(info.plural, info.group, name));
                 };
-                let merged = patch::apply::apply(Some(&old.value), &applied, force, &ctx)
+                let merged = patch::apply::apply(Some(&old.value()), &applied, force, &ctx)
                     .map_err(|c| conflict_error(info, name, &c))?;
                 let new = self.decode(
                     info,
@@ -1019,8 +1017,8 @@ impl Registry {
     pub fn scale(&self, info: &ResourceInfo, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
         let obj = self.get(info, ns, name)?;
         Ok(match crate::crd::custom(info) {
-            Some(c) => custom::scale_of(&c, &obj.value),
-            None => scale_of(&obj.value),
+            Some(c) => custom::scale_of(&c, &obj.value()),
+            None => scale_of(&obj.value()),
         })
     }
 
@@ -1043,8 +1041,8 @@ impl Registry {
                 };
                 let custom = crate::crd::custom(info);
                 let current = match &custom {
-                    Some(c) => custom::scale_of(c, &old.value),
-                    None => scale_of(&old.value),
+                    Some(c) => custom::scale_of(c, &old.value()),
+                    None => scale_of(&old.value()),
                 };
                 let new_scale = change(current)?;
                 if let Some(rv) = new_scale
@@ -1068,7 +1066,7 @@ impl Registry {
                         )],
                     ));
                 };
-                let mut new = old.value.clone();
+                let mut new = old.value();
                 match &custom {
                     Some(c) => custom::set_replicas(c, &mut new, n),
                     None => new["spec"]["replicas"] = json!(n),
@@ -1077,8 +1075,8 @@ impl Registry {
             })
             .await?;
         Ok(match crate::crd::custom(info) {
-            Some(c) => custom::scale_of(&c, &written.object.value),
-            None => scale_of(&written.object.value),
+            Some(c) => custom::scale_of(&c, &written.object.value()),
+            None => scale_of(&written.object.value()),
         })
     }
 
@@ -1111,7 +1109,8 @@ impl Registry {
         let Some(cur) = current else {
             return Err(ApiError::not_found(info.plural, info.group, name));
         };
-        let m = meta(&cur.value);
+        let cur_value = cur.value();
+        let m = meta(&cur_value);
         if let Some(uid) = &opts.uid {
             let actual = m.get("uid").and_then(Value::as_str).unwrap_or("");
             if uid != actual {
@@ -1150,7 +1149,7 @@ impl Registry {
         let is_pod = info.group.is_empty() && info.plural == "pods";
         let is_namespace = info.group.is_empty() && info.plural == "namespaces";
         let grace = if is_pod {
-            pod_strategy::grace_period(&cur.value, opts.grace_period_seconds)
+            pod_strategy::grace_period(&cur_value, opts.grace_period_seconds)
         } else {
             0
         };
@@ -1167,7 +1166,7 @@ impl Registry {
             if being_deleted {
                 return Ok(Decision::Keep);
             }
-            let mut obj = cur.value.clone();
+            let mut obj = cur_value.clone();
             meta_mut(&mut obj).insert("deletionTimestamp".into(), json!(now_rfc3339()));
             meta_mut(&mut obj).insert("deletionGracePeriodSeconds".into(), json!(0));
             obj["status"] = json!({"phase": "Terminating"});
@@ -1183,9 +1182,9 @@ impl Registry {
                 // shortens it, and DeleteOptions cannot change the finalizers meanwhile.
                 if grace < current_grace {
                     if grace == 0 && finalizers.is_empty() {
-                        return Ok(dry(Decision::Delete, &cur.value));
+                        return Ok(dry(Decision::Delete, &cur_value));
                     }
-                    let mut obj = cur.value.clone();
+                    let mut obj = cur_value.clone();
                     meta_mut(&mut obj).insert("deletionTimestamp".into(), json!(rfc3339_in(grace)));
                     meta_mut(&mut obj).insert("deletionGracePeriodSeconds".into(), json!(grace));
                     return Ok(dry(Decision::Put(obj.clone()), &obj));
@@ -1197,9 +1196,9 @@ impl Registry {
             // deletionTimestamp stays as first set.
             return Ok(match gc::deletion_finalizers(info, &finalizers, &opts.policy) {
                 None => Decision::Keep,
-                Some(f) if f.is_empty() => dry(Decision::Delete, &cur.value),
+                Some(f) if f.is_empty() => dry(Decision::Delete, &cur_value),
                 Some(f) => {
-                    let mut obj = cur.value.clone();
+                    let mut obj = cur_value.clone();
                     meta_mut(&mut obj).insert("finalizers".into(), json!(f));
                     dry(Decision::Put(obj.clone()), &obj)
                 }
@@ -1216,11 +1215,11 @@ impl Registry {
             finalizers.push(crate::crd::definition::CLEANUP_FINALIZER.to_string());
         }
         if finalizers.is_empty() && grace == 0 {
-            return Ok(dry(Decision::Delete, &cur.value));
+            return Ok(dry(Decision::Delete, &cur_value));
         }
         // Graceful deletion (pods) or finalizers, or both: mark the object (upstream BeforeDelete /
         // markAsDeleting); the node agent, or whoever owns a finalizer, finishes it.
-        let mut obj = cur.value.clone();
+        let mut obj = cur_value.clone();
         let mm = meta_mut(&mut obj);
         mm.insert("deletionTimestamp".into(), json!(rfc3339_in(grace)));
         mm.insert("deletionGracePeriodSeconds".into(), json!(grace));
@@ -1245,8 +1244,8 @@ impl Registry {
         let listed = self.list(info, ns, sel, None, None);
         let mut out = Vec::new();
         for obj in listed.items {
-            let name = meta_str(&obj.value, "name").unwrap_or("").to_string();
-            let obj_ns = meta_str(&obj.value, "namespace").map(str::to_string);
+            let name = meta_str(&obj.value(), "name").unwrap_or("").to_string();
+            let obj_ns = meta_str(&obj.value(), "namespace").map(str::to_string);
             match self.delete(info, obj_ns.as_deref(), &name, opts).await {
                 Ok(w) => out.push(w.object),
                 Err(e) if e.code == 404 => {}
@@ -1284,7 +1283,7 @@ impl Registry {
                 let Some(cur) = current else {
                     return Err(ApiError::not_found("pods", "", name));
                 };
-                pod_strategy::bind(&cur.value, &target)
+                pod_strategy::bind(&cur.value(), &target)
                     .map(Decision::Put)
                     .map_err(|why| ApiError::conflict("pods/binding", "", name, &why))
             })
@@ -1384,13 +1383,13 @@ fn stored_info(a: &resources::Alias) -> &'static ResourceInfo {
 pub fn view(info: &ResourceInfo, obj: &Arc<Stored>) -> Arc<Stored> {
     match info.alias {
         // A custom resource's other versions (`conversion: None`): only apiVersion changes.
-        None if info.tracks_generation && custom::other_version(info, &obj.value) => {
-            let mut v = obj.value.clone();
+        None if info.tracks_generation && custom::other_version(info, &**obj) => {
+            let mut v = obj.value();
             v["apiVersion"] = json!(info.api_version());
             Arc::new(Stored::new(obj.revision, v))
         }
         None => obj.clone(),
-        Some(a) => Arc::new(Stored::new(obj.revision, (a.from_storage)(&obj.value))),
+        Some(a) => Arc::new(Stored::new(obj.revision, (a.from_storage)(&obj.value()))),
     }
 }
 

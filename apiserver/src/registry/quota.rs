@@ -144,11 +144,11 @@ impl Registry {
         // Every quota is judged before any is charged.
         let mut charged = Vec::new();
         for q in &quotas {
-            if quota::charge(&q.value, info.group, info.plural, obj, now)
+            if quota::charge(&q.value(), info.group, info.plural, obj, now)
                 .map_err(refuse)?
                 .is_some()
             {
-                charged.push(meta_str(&q.value, "name").unwrap_or("").to_string());
+                charged.push(meta_str(&q.value(), "name").unwrap_or("").to_string());
             }
         }
         if dry_run {
@@ -165,10 +165,10 @@ impl Registry {
                     let Some(cur) = current else {
                         return Ok(Decision::Keep);
                     };
-                    match quota::charge(&cur.value, info.group, info.plural, obj, now).map_err(refuse)? {
+                    match quota::charge(&cur.value(), info.group, info.plural, obj, now).map_err(refuse)? {
                         None => Ok(Decision::Keep),
                         Some(used) => {
-                            let mut new = cur.value.clone();
+                            let mut new = cur.value();
                             new["status"]["used"] = quota::to_json(&used);
                             self.decide_update(quotas_info, cur, new, Some("status"), &opts)
                         }

@@ -39,11 +39,11 @@ fn used(registry: &Registry) -> (HashSet<String>, HashSet<i64>) {
     let mut ips = HashSet::new();
     let mut ports = HashSet::new();
     for s in all.items {
-        if let Some(ip) = s.value.pointer("/spec/clusterIP").and_then(Value::as_str) {
+        if let Some(ip) = s.value().pointer("/spec/clusterIP").and_then(Value::as_str) {
             ips.insert(ip.to_string());
         }
         for p in s
-            .value
+            .value()
             .pointer("/spec/ports")
             .and_then(Value::as_array)
             .into_iter()

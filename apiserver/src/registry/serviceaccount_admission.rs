@@ -284,7 +284,7 @@ impl Registry {
                 tokio::time::sleep(DEFAULT_LOOKUP_INTERVAL).await;
             }
             if let Ok(o) = self.get(info, Some(namespace), name) {
-                return serde_json::from_value(o.value.clone()).ok();
+                return serde_json::from_value(o.value()).ok();
             }
         }
         None

@@ -43,7 +43,7 @@ async fn bootstrap_creates_the_system_namespaces_once() {
     assert_eq!(r.storage().revision(), rev, "a second bootstrap writes nothing");
     for ns in SYSTEM_NAMESPACES {
         let n = r.get(info("namespaces"), None, ns).unwrap();
-        assert_eq!(n.value["status"]["phase"], "Active");
+        assert_eq!(n.value()["status"]["phase"], "Active");
     }
 }
 
@@ -54,7 +54,7 @@ async fn created_pod_is_defaulted_and_starts_pending_with_a_qos_class() {
         .create(info("pods"), Some("default"), pod("p"), &opts())
         .await
         .unwrap();
-    let v = &p.value;
+    let v = &p.value();
     assert_eq!(v["status"], json!({"phase": "Pending", "qosClass": "BestEffort"}));
     assert_eq!(v["spec"]["restartPolicy"], "Always");
     assert_eq!(v["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent");
@@ -97,7 +97,8 @@ async fn generate_name_appends_five_characters() {
         .create(info("configmaps"), Some("default"), body, &opts())
         .await
         .unwrap();
-    let name = c.value["metadata"]["name"].as_str().unwrap();
+    let c = c.value();
+    let name = c["metadata"]["name"].as_str().unwrap();
     assert!(name.starts_with("web-") && name.len() == 9, "{name}");
 }
 
@@ -139,7 +140,7 @@ async fn stale_update_conflicts_and_a_no_op_update_keeps_the_revision() {
         .create(info("configmaps"), Some("default"), cm("a"), &opts())
         .await
         .unwrap();
-    let mut body = c.value.clone();
+    let mut body = c.value();
     let same = r
         .update(
             info("configmaps"),
@@ -182,7 +183,7 @@ async fn main_resource_update_cannot_change_status_and_status_update_cannot_chan
         .create(info("pods"), Some("default"), pod("p"), &opts())
         .await
         .unwrap();
-    let mut body = p.value.clone();
+    let mut body = p.value();
     body["status"]["phase"] = json!("Running");
     body["metadata"]
         .as_object_mut()
@@ -192,14 +193,14 @@ async fn main_resource_update_cannot_change_status_and_status_update_cannot_chan
         .update(info("pods"), Some("default"), "p", None, body.clone(), &opts())
         .await
         .unwrap();
-    assert_eq!(u.value["status"]["phase"], "Pending");
+    assert_eq!(u.value()["status"]["phase"], "Pending");
     body["spec"]["activeDeadlineSeconds"] = json!(5);
     let s = r
         .update(info("pods"), Some("default"), "p", Some("status"), body, &opts())
         .await
         .unwrap();
-    assert_eq!(s.value["status"]["phase"], "Running");
-    assert!(s.value["spec"].get("activeDeadlineSeconds").is_none());
+    assert_eq!(s.value()["status"]["phase"], "Running");
+    assert!(s.value()["spec"].get("activeDeadlineSeconds").is_none());
 }
 
 #[tokio::test]
@@ -220,7 +221,7 @@ async fn merge_patch_adds_a_label_and_null_removes_it() {
         )
         .await
         .unwrap();
-    assert_eq!(p.value["metadata"]["labels"]["x"], "1");
+    assert_eq!(p.value()["metadata"]["labels"]["x"], "1");
     let del = br#"{"metadata":{"labels":{"x":null}}}"#;
     let p = r
         .patch(
@@ -234,7 +235,7 @@ async fn merge_patch_adds_a_label_and_null_removes_it() {
         .await
         .unwrap();
     assert!(
-        p.value["metadata"].get("labels").is_none(),
+        p.value()["metadata"].get("labels").is_none(),
         "empty labels are dropped"
     );
 }
@@ -258,7 +259,7 @@ async fn json_patch_test_of_null_passes_on_a_missing_path() {
         )
         .await
         .unwrap();
-    assert_eq!(p.value["metadata"]["finalizers"], json!(["example.com/x"]));
+    assert_eq!(p.value()["metadata"]["finalizers"], json!(["example.com/x"]));
     let bad = br#"[{"op":"test","path":"/data/a","value":"nope"}]"#;
     let e = r
         .patch(
@@ -312,7 +313,7 @@ async fn delete_with_finalizers_marks_then_removing_the_last_finalizer_deletes()
         )
         .await
         .unwrap();
-    assert!(w.object.value["metadata"]["deletionTimestamp"].is_string());
+    assert!(w.object.value()["metadata"]["deletionTimestamp"].is_string());
     assert!(r.get(info("configmaps"), Some("default"), "a").is_ok());
     let patch = br#"{"metadata":{"finalizers":null}}"#;
     r.patch(
@@ -351,7 +352,7 @@ async fn unscheduled_pod_is_deleted_at_once_and_a_bound_pod_gracefully() {
         .delete(info("pods"), Some("default"), "bound", &DeleteOptions::default())
         .await
         .unwrap();
-    assert_eq!(w.object.value["metadata"]["deletionGracePeriodSeconds"], 30);
+    assert_eq!(w.object.value()["metadata"]["deletionGracePeriodSeconds"], 30);
     assert!(r.get(info("pods"), Some("default"), "bound").is_ok());
     let force = DeleteOptions {
         grace_period_seconds: Some(0),
@@ -385,7 +386,7 @@ async fn foreground_deletion_of_a_bound_pod_is_graceful_and_keeps_the_gc_finaliz
         .delete(info("pods"), Some("default"), "fg", &foreground)
         .await
         .unwrap();
-    let m = &w.object.value["metadata"];
+    let m = &w.object.value()["metadata"];
     assert_eq!(m["deletionGracePeriodSeconds"], 30);
     assert_eq!(m["finalizers"], json!(["foregroundDeletion"]));
     // During the grace period DeleteOptions cannot change the finalizers (upstream pendingGraceful).
@@ -400,7 +401,7 @@ async fn foreground_deletion_of_a_bound_pod_is_graceful_and_keeps_the_gc_finaliz
         .await
         .unwrap();
     let p = r.get(info("pods"), Some("default"), "fg").unwrap();
-    assert_eq!(p.value["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+    assert_eq!(p.value()["metadata"]["finalizers"], json!(["foregroundDeletion"]));
     // The node agent's final delete (grace 0) leaves the pod to its finalizer.
     let force = DeleteOptions {
         grace_period_seconds: Some(0),
@@ -410,7 +411,7 @@ async fn foreground_deletion_of_a_bound_pod_is_graceful_and_keeps_the_gc_finaliz
         .await
         .unwrap();
     let p = r.get(info("pods"), Some("default"), "fg").unwrap();
-    assert_eq!(p.value["metadata"]["deletionGracePeriodSeconds"], 0);
+    assert_eq!(p.value()["metadata"]["deletionGracePeriodSeconds"], 0);
 }
 
 #[tokio::test]
@@ -442,7 +443,7 @@ async fn dry_run_create_persists_nothing() {
         .create(info("configmaps"), Some("default"), cm("a"), &dry)
         .await
         .unwrap();
-    assert_eq!(c.value["metadata"]["name"], "a");
+    assert_eq!(c.value()["metadata"]["name"], "a");
     assert_eq!(r.storage().revision(), rev);
     assert_eq!(
         r.get(info("configmaps"), Some("default"), "a").unwrap_err().code,
@@ -459,8 +460,8 @@ async fn binding_assigns_the_node_once() {
     let b = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}});
     r.bind("default", "p", b.clone()).await.unwrap();
     let p = r.get(info("pods"), Some("default"), "p").unwrap();
-    assert_eq!(p.value["spec"]["nodeName"], "n1");
-    assert_eq!(p.value["status"]["conditions"][0]["type"], "PodScheduled");
+    assert_eq!(p.value()["spec"]["nodeName"], "n1");
+    assert_eq!(p.value()["status"]["conditions"][0]["type"], "PodScheduled");
     assert_eq!(r.bind("default", "p", b).await.unwrap_err().code, 409);
 }
 
@@ -468,7 +469,7 @@ async fn binding_assigns_the_node_once() {
 async fn services_get_a_cluster_ip_and_the_kubernetes_service_exists() {
     let r = registry().await;
     let k = r.get(info("services"), Some("default"), "kubernetes").unwrap();
-    assert_eq!(k.value["spec"]["clusterIP"], "10.96.0.1");
+    assert_eq!(k.value()["spec"]["clusterIP"], "10.96.0.1");
     let body = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
                       "spec": {"ports": [{"port": 80}]}});
     let s = r
@@ -476,9 +477,9 @@ async fn services_get_a_cluster_ip_and_the_kubernetes_service_exists() {
         .await
         .unwrap();
     // The upper band first (KEP-3070); 10.96.0.10 stays for the cluster DNS.
-    assert_eq!(s.value["spec"]["clusterIP"], "10.96.1.0");
-    assert_eq!(s.value["spec"]["ports"][0]["targetPort"], 80);
-    assert_eq!(s.value["spec"]["type"], "ClusterIP");
+    assert_eq!(s.value()["spec"]["clusterIP"], "10.96.1.0");
+    assert_eq!(s.value()["spec"]["ports"][0]["targetPort"], 80);
+    assert_eq!(s.value()["spec"]["type"], "ClusterIP");
 }
 
 #[tokio::test]
@@ -493,10 +494,10 @@ async fn a_deleted_namespace_stays_terminating_until_finalized_then_goes() {
         .delete(info("namespaces"), None, "team", &DeleteOptions::default())
         .await
         .unwrap();
-    assert_eq!(marked.object.value["status"]["phase"], "Terminating");
+    assert_eq!(marked.object.value()["status"]["phase"], "Terminating");
     // No controller in the API server: the namespace and its content stay (kube-apiserver alone).
     let got = r.get(info("namespaces"), None, "team").unwrap();
-    assert_eq!(got.value["spec"]["finalizers"], json!(["kubernetes"]));
+    assert_eq!(got.value()["spec"]["finalizers"], json!(["kubernetes"]));
     r.get(info("configmaps"), Some("team"), "a").unwrap();
     let e = r
         .create(info("configmaps"), Some("team"), cm("b"), &opts())
@@ -504,26 +505,26 @@ async fn a_deleted_namespace_stays_terminating_until_finalized_then_goes() {
         .unwrap_err();
     assert_eq!(e.code, 403);
     // A main-resource update cannot drop spec.finalizers, and does not complete the deletion.
-    let mut body = got.value.clone();
+    let mut body = got.value();
     body["spec"]["finalizers"] = json!([]);
     body["metadata"]["labels"] = json!({"x": "y"});
     let updated = r
         .update(info("namespaces"), None, "team", None, body.clone(), &opts())
         .await
         .unwrap();
-    assert_eq!(updated.value["spec"]["finalizers"], json!(["kubernetes"]));
+    assert_eq!(updated.value()["spec"]["finalizers"], json!(["kubernetes"]));
     // Status conditions go through `status` and leave spec alone.
-    let mut status = updated.value.clone();
+    let mut status = updated.value();
     status["status"]["conditions"] = json!([{"type": "NamespaceContentRemaining", "status": "True"}]);
     status["spec"]["finalizers"] = json!([]);
     let updated = r
         .update(info("namespaces"), None, "team", Some("status"), status, &opts())
         .await
         .unwrap();
-    assert_eq!(updated.value["spec"]["finalizers"], json!(["kubernetes"]));
-    assert_eq!(updated.value["status"]["phase"], "Terminating");
+    assert_eq!(updated.value()["spec"]["finalizers"], json!(["kubernetes"]));
+    assert_eq!(updated.value()["status"]["phase"], "Terminating");
     // `finalize` empties spec.finalizers: with no metadata finalizers the namespace is removed.
-    let mut fin = updated.value.clone();
+    let mut fin = updated.value();
     fin["spec"]["finalizers"] = json!([]);
     fin["status"] = json!({"phase": "Active"});
     r.update(info("namespaces"), None, "team", Some("finalize"), fin, &opts())
@@ -540,15 +541,15 @@ async fn a_finalized_namespace_with_metadata_finalizers_waits_for_them() {
     r.delete(info("namespaces"), None, "held", &DeleteOptions::default())
         .await
         .unwrap();
-    let mut fin = r.get(info("namespaces"), None, "held").unwrap().value.clone();
+    let mut fin = r.get(info("namespaces"), None, "held").unwrap().value();
     fin["spec"]["finalizers"] = json!([]);
     let after = r
         .update(info("namespaces"), None, "held", Some("finalize"), fin, &opts())
         .await
         .unwrap();
-    assert_eq!(after.value["spec"]["finalizers"], json!([]));
-    assert_eq!(after.value["status"]["phase"], "Terminating");
-    let mut body = after.value.clone();
+    assert_eq!(after.value()["spec"]["finalizers"], json!([]));
+    assert_eq!(after.value()["status"]["phase"], "Terminating");
+    let mut body = after.value();
     body["metadata"]["finalizers"] = json!([]);
     r.update(info("namespaces"), None, "held", None, body, &opts())
         .await
@@ -604,7 +605,7 @@ async fn forbidden_pod_spec_change_is_refused_with_upstreams_message() {
         .create(info("pods"), Some("default"), pod("p"), &opts())
         .await
         .unwrap();
-    let mut body = p.value.clone();
+    let mut body = p.value();
     body["spec"]["containers"][0]["command"] = json!(["sh"]);
     let e = r
         .update(info("pods"), Some("default"), "p", None, body, &opts())
@@ -616,13 +617,13 @@ async fn forbidden_pod_spec_change_is_refused_with_upstreams_message() {
         "{}",
         e.message
     );
-    let mut body = p.value.clone();
+    let mut body = p.value();
     body["spec"]["containers"][0]["image"] = json!("busybox:1.37");
     let u = r
         .update(info("pods"), Some("default"), "p", None, body, &opts())
         .await
         .unwrap();
-    assert_eq!(u.value["spec"]["containers"][0]["image"], "busybox:1.37");
+    assert_eq!(u.value()["spec"]["containers"][0]["image"], "busybox:1.37");
 }
 
 // ---- pods/ephemeralcontainers -------------------------------------------------------------------
@@ -686,7 +687,7 @@ async fn ephemeral_containers_patch_adds_a_defaulted_container_and_changes_nothi
     let after = patch_ephemeral(&r, "p", PatchType::Strategic, &patch, &manager("kubectl"))
         .await
         .unwrap();
-    let v = &after.value;
+    let v = &after.value();
     let ec = &v["spec"]["ephemeralContainers"][0];
     assert_eq!(
         (
@@ -708,12 +709,13 @@ async fn ephemeral_containers_patch_adds_a_defaulted_container_and_changes_nothi
         .unwrap()
         .remove("ephemeralContainers");
     assert_eq!(
-        spec_without, before.value["spec"],
+        spec_without,
+        before.value()["spec"],
         "the rest of the spec is the stored one"
     );
     assert_eq!(v["metadata"]["labels"], json!({"app": "a"}));
     assert!(v["metadata"].get("annotations").is_none());
-    assert_eq!(v["status"], before.value["status"]);
+    assert_eq!(v["status"], before.value()["status"]);
     assert!(after.revision > before.revision);
     let entry = managed_entry(v, "kubectl");
     assert_eq!(
@@ -729,7 +731,8 @@ async fn ephemeral_containers_patch_adds_a_defaulted_container_and_changes_nothi
     patch_ephemeral(&r, "p", PatchType::Json, &ops, &opts())
         .await
         .unwrap();
-    let all = r.get(info("pods"), Some("default"), "p").unwrap().value["spec"]["ephemeralContainers"].clone();
+    let all =
+        r.get(info("pods"), Some("default"), "p").unwrap().value()["spec"]["ephemeralContainers"].clone();
     let mut list = all.as_array().unwrap().clone();
     list.push(debug_container("m"));
     let merged = patch_ephemeral(
@@ -741,7 +744,8 @@ async fn ephemeral_containers_patch_adds_a_defaulted_container_and_changes_nothi
     )
     .await
     .unwrap();
-    let names: Vec<&str> = merged.value["spec"]["ephemeralContainers"]
+    let merged = merged.value();
+    let names: Vec<&str> = merged["spec"]["ephemeralContainers"]
         .as_array()
         .unwrap()
         .iter()
@@ -759,15 +763,15 @@ async fn ephemeral_containers_put_keeps_existing_ones_and_checks_preconditions()
         .unwrap();
     let o = opts();
     let put = |body: Value| r.update(info("pods"), Some("default"), "p", EPHEMERAL, body, &o);
-    let mut body = created.value.clone();
+    let mut body = created.value();
     body["spec"]["ephemeralContainers"] = json!([debug_container("dbg")]);
     let added = put(body.clone()).await.unwrap();
-    assert_eq!(added.value["spec"]["ephemeralContainers"][0]["name"], "dbg");
+    assert_eq!(added.value()["spec"]["ephemeralContainers"][0]["name"], "dbg");
 
     // The body still carries the old resourceVersion: a stale write.
     let e = put(body.clone()).await.unwrap_err();
     assert_eq!((e.code, e.reason), (409, "Conflict"));
-    let mut wrong_uid = added.value.clone();
+    let mut wrong_uid = added.value();
     wrong_uid["metadata"]["uid"] = json!("00000000-0000-0000-0000-000000000000");
     let e = put(wrong_uid).await.unwrap_err();
     assert_eq!(e.code, 409);
@@ -777,7 +781,7 @@ async fn ephemeral_containers_put_keeps_existing_ones_and_checks_preconditions()
         e.message
     );
 
-    let mut changed = added.value.clone();
+    let mut changed = added.value();
     changed["spec"]["ephemeralContainers"][0]["image"] = json!("busybox:1.37");
     let e = put(changed).await.unwrap_err();
     assert_eq!((e.code, e.reason), (422, "Invalid"));
@@ -789,7 +793,7 @@ async fn ephemeral_containers_put_keeps_existing_ones_and_checks_preconditions()
         "{}",
         e.message
     );
-    let mut removed = added.value.clone();
+    let mut removed = added.value();
     removed["spec"]
         .as_object_mut()
         .unwrap()
@@ -885,11 +889,11 @@ async fn dry_run_of_an_ephemeral_container_answers_it_and_stores_nothing() {
     let answer = patch_ephemeral(&r, "p", PatchType::Strategic, &patch, &dry)
         .await
         .unwrap();
-    assert_eq!(answer.value["spec"]["ephemeralContainers"][0]["name"], "dbg");
+    assert_eq!(answer.value()["spec"]["ephemeralContainers"][0]["name"], "dbg");
     let stored = r.get(info("pods"), Some("default"), "p").unwrap();
     assert_eq!(
-        (stored.revision, &stored.value),
-        (created.revision, &created.value)
+        (stored.revision, &stored.value()),
+        (created.revision, &created.value())
     );
 }
 
@@ -924,15 +928,15 @@ async fn the_pod_itself_cannot_change_its_ephemeral_containers() {
     let added = patch_ephemeral(&r, "p", PatchType::Strategic, &patch, &opts())
         .await
         .unwrap();
-    let mut body = added.value.clone();
+    let mut body = added.value();
     body["metadata"]["labels"] = json!({"x": "y"});
     let u = r
         .update(info("pods"), Some("default"), "p", None, body, &opts())
         .await
         .unwrap();
     assert_eq!(
-        u.value["spec"]["ephemeralContainers"],
-        added.value["spec"]["ephemeralContainers"]
+        u.value()["spec"]["ephemeralContainers"],
+        added.value()["spec"]["ephemeralContainers"]
     );
 }
 
@@ -959,12 +963,16 @@ async fn server_side_apply_through_the_subresource_owns_only_ephemeral_container
         .await
         .unwrap();
     assert!(!created_now);
-    assert_eq!(p.value["spec"]["containers"], created.value["spec"]["containers"]);
     assert_eq!(
-        p.value["spec"]["ephemeralContainers"][0]["imagePullPolicy"],
+        p.value()["spec"]["containers"],
+        created.value()["spec"]["containers"]
+    );
+    assert_eq!(
+        p.value()["spec"]["ephemeralContainers"][0]["imagePullPolicy"],
         "IfNotPresent"
     );
-    let entry = managed_entry(&p.value, "ssa");
+    let p_value = p.value();
+    let entry = managed_entry(&p_value, "ssa");
     assert_eq!(
         (&entry["operation"], &entry["subresource"]),
         (&json!("Apply"), &json!("ephemeralcontainers"))

@@ -198,7 +198,7 @@ impl Tokens {
         }
         let mut subject = Subject {
             namespace: namespace.to_string(),
-            service_account: ObjectRef::new(name, str_at(&sa.value, "/metadata/uid")),
+            service_account: ObjectRef::new(name, str_at(&sa.value(), "/metadata/uid")),
             ..Default::default()
         };
         if let Some(bound) = &req.bound {
@@ -210,22 +210,22 @@ impl Tokens {
             let version = api_version.rsplit_once('/').map_or(api_version, |(_, v)| v);
             let uid = match (group, kind) {
                 ("", "Pod") => {
-                    let pod = registry.get(served("pods"), Some(namespace), ref_name)?;
-                    let pod_sa = str_at(&pod.value, "/spec/serviceAccountName");
+                    let pod = registry.get(served("pods"), Some(namespace), ref_name)?.value();
+                    let pod_sa = str_at(&pod, "/spec/serviceAccountName");
                     if pod_sa != name {
                         return Err(ApiError::bad_request(format!(
                             "cannot bind token for serviceaccount {name:?} to pod running with different \
                              serviceaccount name."
                         )));
                     }
-                    let uid = str_at(&pod.value, "/metadata/uid").to_string();
+                    let uid = str_at(&pod, "/metadata/uid").to_string();
                     subject.pod = Some(ObjectRef::new(ref_name, uid.clone()));
                     // ServiceAccountTokenPodNodeInfo: the node's name, and its uid when the node exists.
-                    let node_name = str_at(&pod.value, "/spec/nodeName");
+                    let node_name = str_at(&pod, "/spec/nodeName");
                     if !node_name.is_empty() {
                         let node_uid = registry
                             .get(served("nodes"), None, node_name)
-                            .map(|n| str_at(&n.value, "/metadata/uid").to_string())
+                            .map(|n| str_at(&n.value(), "/metadata/uid").to_string())
                             .unwrap_or_default();
                         subject.node = Some(ObjectRef::new(node_name, node_uid));
                     }
@@ -233,14 +233,14 @@ impl Tokens {
                 }
                 ("", "Secret") => {
                     let secret = registry.get(served("secrets"), Some(namespace), ref_name)?;
-                    let uid = str_at(&secret.value, "/metadata/uid").to_string();
+                    let uid = str_at(&secret.value(), "/metadata/uid").to_string();
                     subject.secret = Some(ObjectRef::new(ref_name, uid.clone()));
                     uid
                 }
                 // ServiceAccountTokenNodeBinding (beta, on by default since 1.31).
                 ("", "Node") => {
                     let node = registry.get(served("nodes"), None, ref_name)?;
-                    let uid = str_at(&node.value, "/metadata/uid").to_string();
+                    let uid = str_at(&node.value(), "/metadata/uid").to_string();
                     subject.node = Some(ObjectRef::new(ref_name, uid.clone()));
                     uid
                 }
@@ -312,7 +312,7 @@ impl Tokens {
         let ns = k.namespace.as_str();
         let lookup = |plural: &str, namespace: Option<&str>, r: Option<&ObjectRef>| {
             r.and_then(|r| registry.get(served(plural), namespace, &r.name).ok())
-                .map(|o| found(&o.value, now))
+                .map(|o| found(&o.value(), now))
         };
         claims::check_bound_objects(
             &c,

@@ -26,6 +26,7 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::watch as tokio_watch;
 
+use crate::selector::{Fields, Selectable};
 use crate::watch::{Event, EventType, Hub, HubConfig, Start, Subscription};
 
 /// Failures of the storage engine (never a client's fault).
@@ -77,15 +78,16 @@ pub trait Store: Send + Sync + 'static {
     fn size_on_disk(&self) -> Option<u64>;
 }
 
-/// A stored object: its parsed JSON and the exact bytes served.
+/// A stored object: the exact bytes served, and what selectors read of it. The object is not kept parsed
+/// (a parsed pod takes about nine times its JSON): [`Stored::value`] parses it when a write or a conversion
+/// needs it.
 #[derive(Debug)]
 pub struct Stored {
     /// The revision it was written at (its `metadata.resourceVersion`).
     pub revision: u64,
-    /// The object.
-    pub value: Value,
-    /// `value` serialised, compact.
+    /// The object serialised, compact.
     pub bytes: Bytes,
+    selectable: Selectable,
 }
 
 impl Stored {
@@ -97,9 +99,14 @@ impl Stored {
         let bytes = Bytes::from(crate::encode::to_vec(&value));
         Stored {
             revision,
-            value,
+            selectable: Selectable::of(&value),
             bytes,
         }
+    }
+
+    /// The object, parsed from its bytes (which this process wrote, so they parse).
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
     }
 
     fn decode(key: &str, bytes: Bytes) -> Result<Stored, StoreError> {
@@ -120,9 +127,23 @@ impl Stored {
         };
         Ok(Stored {
             revision,
-            value,
+            selectable: Selectable::of(&value),
             bytes,
         })
+    }
+}
+
+impl Fields for Stored {
+    fn labels(&self) -> Option<&serde_json::Map<String, Value>> {
+        self.selectable.labels()
+    }
+
+    fn at(&self, path: &[&str]) -> Option<&Value> {
+        self.selectable.at(path)
+    }
+
+    fn whole(&self) -> std::borrow::Cow<'_, Value> {
+        std::borrow::Cow::Owned(self.value())
     }
 }
 
@@ -385,7 +406,7 @@ impl Storage {
                     return Ok(Written {
                         object: Arc::new(Stored {
                             revision: 0,
-                            value,
+                            selectable: Selectable::of(&value),
                             bytes,
                         }),
                         event: None,
@@ -404,7 +425,7 @@ impl Storage {
                     let Some(old) = current.as_ref() else {
                         return Err(StoreError::Engine(format!("delete of missing key {key}")).into());
                     };
-                    let tombstone = Arc::new(Stored::new(revision, old.value.clone()));
+                    let tombstone = Arc::new(Stored::new(revision, old.value()));
                     (EventType::Deleted, (tombstone, None))
                 }
             };
@@ -552,7 +573,7 @@ mod tests {
         let a = put(&s, "core/pods/ns/a", obj("a")).await;
         let b = put(&s, "core/pods/ns/b", obj("b")).await;
         assert_eq!((a.object.revision, b.object.revision), (1, 2));
-        assert_eq!(b.object.value["metadata"]["resourceVersion"], "2");
+        assert_eq!(b.object.value()["metadata"]["resourceVersion"], "2");
         assert_eq!(s.revision(), 2);
     }
 
@@ -584,7 +605,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(w.event, Some(EventType::Deleted));
-        assert_eq!(w.object.value["metadata"]["resourceVersion"], "2");
+        assert_eq!(w.object.value()["metadata"]["resourceVersion"], "2");
         assert!(s.get("k/a").is_none());
     }
 
@@ -599,7 +620,7 @@ mod tests {
         let names: Vec<_> = page
             .items
             .iter()
-            .map(|o| o.value["metadata"]["name"].clone())
+            .map(|o| o.value()["metadata"]["name"].clone())
             .collect();
         assert_eq!(names, vec![json!("a"), json!("b")]);
         assert_eq!(page.next_key.as_deref(), Some("core/pods/ns/c"));

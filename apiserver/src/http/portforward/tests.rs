@@ -253,7 +253,7 @@ mod session {
                 host: "127.0.0.1".into(),
                 port,
             },
-            uid: created.value["metadata"]["uid"].as_str().unwrap().to_owned(),
+            uid: created.value()["metadata"]["uid"].as_str().unwrap().to_owned(),
             token: "t".into(),
             registry: registry.clone(),
             info: pods,
