@@ -192,7 +192,12 @@ where
 
     async fn run(self: Arc<Self>, client: kube::Client, cancel: CancellationToken) {
         let api: Api<K> = Api::all(client);
-        let stream = watch_stream(api, self.config.clone()).default_backoff();
+        // No controller reads managedFields: dropped at once, as client-go users' informer transforms do
+        // (a Pod's take several times the rest of it parsed, and every cached copy is cloned). Writes
+        // without them keep the stored ones.
+        let stream = watch_stream(api, self.config.clone())
+            .modify(|o| o.meta_mut().managed_fields = None)
+            .default_backoff();
         futures_util::pin_mut!(stream);
         let mut relisted: Option<HashSet<String>> = None;
         loop {

@@ -256,7 +256,8 @@ pub async fn run(client: kube::Client, cancel: CancellationToken) {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
     let pod_stream = reflector(
         pod_writer,
-        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
+        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())
+            .modify(|p| p.metadata.managed_fields = None),
     )
     .default_backoff()
     .touched_objects();

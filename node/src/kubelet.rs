@@ -210,7 +210,10 @@ impl Kubelet {
     ) {
         let pods: Api<Pod> = Api::all(self.client.clone());
         let config = watcher::Config::default().fields(&format!("spec.nodeName={}", self.cfg.node_name));
-        let stream = watcher(pods, config).default_backoff();
+        // The kubelet never reads managedFields; dropping them keeps each cached pod small.
+        let stream = watcher(pods, config)
+            .modify(|p| p.metadata.managed_fields = None)
+            .default_backoff();
         futures_util::pin_mut!(stream);
         let mut state = RunState {
             config: PodConfig::new(static_sources),

@@ -96,11 +96,13 @@ impl Stored {
         if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), Value::String(revision.to_string()));
         }
-        let bytes = Bytes::from(crate::encode::to_vec(&value));
+        let mut bytes = crate::encode::to_vec(&value);
+        // Kept for the object's life: without the growth slack the serialiser left (up to half of it).
+        bytes.shrink_to_fit();
         Stored {
             revision,
             selectable: Selectable::of(&value),
-            bytes,
+            bytes: Bytes::from(bytes),
         }
     }
 
