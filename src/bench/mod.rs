@@ -19,6 +19,7 @@ mod harness;
 mod pod_startup;
 mod port_forward;
 mod probes;
+mod runner;
 mod services;
 mod sim;
 
@@ -103,6 +104,16 @@ pub(crate) struct BenchArgs {
     /// node on Docker.
     #[arg(long)]
     pub(crate) harness: bool,
+    /// Also measure `kubeling test`'s own cost: the overhead of a step (apply + assert) over the same
+    /// requests made directly, and a suite of 20 independent pod tests in parallel against its slowest test.
+    #[arg(long)]
+    pub(crate) runner: bool,
+    /// Steps of the runner's step-overhead test.
+    #[arg(long, default_value_t = 20)]
+    pub(crate) runner_steps: usize,
+    /// How long each simulated container of the runner's pod tests takes to start.
+    #[arg(long, default_value_t = 2000)]
+    pub(crate) runner_pod_delay_ms: u64,
     /// Also measure the simulated runtime: the API server as a child, the controller manager and
     /// `--sim-nodes` simulated node agents in process, a Deployment of `--sim-pods` replicas.
     #[arg(long)]
@@ -147,6 +158,9 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.harness {
         harness::run(&args).await?;
+    }
+    if args.runner {
+        runner::run(&args, tmp.path()).await?;
     }
     if args.sim {
         sim::run(&args, tmp.path()).await?;
