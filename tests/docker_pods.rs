@@ -137,12 +137,19 @@ fn unmatched_node_selector_stays_pending_with_failed_scheduling() {
             .is_some_and(|cs| cs.iter().any(|c| c["reason"] == "Unschedulable"))
     });
     assert_eq!(phase(&pod), "Pending");
-    let describe = c.ok(&["describe", "pod", "nowhere"]);
-    assert!(
-        describe.contains("FailedScheduling")
-            && describe.contains("didn't match Pod's node affinity/selector"),
-        "{describe}"
-    );
+    // The first verdict may predate the node's registration ("no nodes available"); the scheduler tries
+    // again when the node appears and reports the new reason.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let describe = c.ok(&["describe", "pod", "nowhere"]);
+        if describe.contains("FailedScheduling")
+            && describe.contains("didn't match Pod's node affinity/selector")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{describe}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[test]

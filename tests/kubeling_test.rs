@@ -90,6 +90,68 @@ fn the_projects_kuttl_suite_passes_with_a_summary_and_a_junit_report() {
 }
 
 #[test]
+fn kuttl_cel_assertions_wait_for_their_expressions_and_a_bad_one_fails_its_test() {
+    let suite = tempfile::tempdir().unwrap();
+    let write = |case: &str, file: &str, text: &str| {
+        let dir = suite.path().join(case);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(file), text).unwrap();
+    };
+    let cm = |replicas: u32| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: fast\n  replicas: \"{replicas}\"\n"
+        )
+    };
+    let cel = |all: &str, any: &str, timeout: u32| {
+        format!(
+            "apiVersion: kuttl.dev/v1beta1\nkind: TestAssert\ntimeout: {timeout}\nresourceRefs:\n- apiVersion: v1\n  kind: ConfigMap\n  name: settings\n  ref: cm\nassertAll:\n- celExpr: \"{all}\"\nassertAny:\n- celExpr: \"cm.data.mode == 'slow'\"\n- celExpr: \"{any}\"\n"
+        )
+    };
+    // Step 1's expression holds only once a command (run in the background of the step) scales it up.
+    write("holds", "00-settings.yaml", &cm(1));
+    write(
+        "holds",
+        "00-assert.yaml",
+        &cel("int(cm.data.replicas) >= 1", "cm.data.mode == 'fast'", 10),
+    );
+    write(
+        "holds",
+        "01-scale.yaml",
+        "apiVersion: kuttl.dev/v1beta1\nkind: TestStep\ncommands:\n- script: (sleep 1; kubectl -n $NAMESPACE patch configmap settings -p '{\"data\":{\"replicas\":\"3\"}}') > /dev/null 2>&1 &\n",
+    );
+    write(
+        "holds",
+        "01-assert.yaml",
+        &cel("int(cm.data.replicas) == 3", "true", 20),
+    );
+    // assertAll false until the timeout: the message names the expression.
+    write("false", "00-settings.yaml", &cm(1));
+    write(
+        "false",
+        "00-assert.yaml",
+        &cel("int(cm.data.replicas) > 5", "true", 2),
+    );
+    // An expression that does not compile fails its test, naming the file.
+    write("bad", "00-settings.yaml", &cm(1));
+    write(
+        "bad",
+        "00-assert.yaml",
+        &cel("int(cm.data.replicas) >", "true", 2),
+    );
+    let (code, out) = kubeling_test(suite.path(), &[".", "--parallel", "3"], Duration::from_secs(120));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("--- PASS: ./holds ("), "{out}");
+    assert!(out.contains("--- FAIL: ./false ("), "{out}");
+    assert!(
+        out.contains("assertAll expression \"int(cm.data.replicas) > 5\" failed"),
+        "{out}"
+    );
+    assert!(out.contains("--- FAIL: ./bad ("), "{out}");
+    assert!(out.contains("00-assert.yaml: TestAssert: assertAll[0]"), "{out}");
+    assert!(out.contains("Tests: 1 passed, 2 failed"), "{out}");
+}
+
+#[test]
 fn a_broken_assertion_fails_with_a_diff_naming_the_field() {
     let suite = tempfile::tempdir().unwrap();
     let case = suite.path().join("broken");

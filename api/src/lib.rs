@@ -4,8 +4,10 @@
 //! admission defaults in [`pod::default_pod`]), pod validation (`ValidatePodCreate`, `ValidatePodUpdate`,
 //! `ValidatePodEphemeralContainersUpdate`) and QoS class, the generic object checks (`ValidateObjectMeta`,
 //! name and label formats, ConfigMap, Secret) and the [`FieldError`] type with upstream's messages; and
-//! the TLS client setting both use to reach self-signed peers ([`tls`]).
+//! the TLS client setting both use to reach self-signed peers ([`tls`]); and CEL over JSON ([`cel`]), which
+//! the CRD validation rules and `kubeling test`'s kuttl CEL assertions share.
 
+pub mod cel;
 mod field_error;
 pub mod pod;
 pub mod quota;

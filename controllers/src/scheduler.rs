@@ -182,6 +182,10 @@ fn pod_capacity(node: &Node) -> usize {
 /// Choose a node for `pod`, or say why none fits (upstream's `0/N nodes are available: ...` message).
 /// `load` counts the non-terminal pods already bound to each node.
 pub fn pick_node(pod: &Pod, nodes: &[Node], load: &HashMap<String, usize>) -> Result<String, String> {
+    if nodes.is_empty() {
+        // upstream `ErrNoNodesAvailable`
+        return Err("no nodes available to schedule pods".to_string());
+    }
     let mut misfits: BTreeMap<Misfit, usize> = BTreeMap::new();
     let mut best: Option<(usize, &str)> = None;
     for node in nodes {
@@ -510,6 +514,14 @@ mod tests {
         assert!(pick_node(&pod(json!({})), &nodes, &HashMap::new()).is_err());
         let tol = json!({"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]});
         assert_eq!(pick_node(&pod(tol), &nodes, &HashMap::new()), Ok("a".to_string()));
+    }
+
+    #[test]
+    fn no_node_at_all_is_upstreams_no_nodes_available() {
+        assert_eq!(
+            pick_node(&pod(json!({})), &[], &HashMap::new()),
+            Err("no nodes available to schedule pods".to_string())
+        );
     }
 
     #[test]

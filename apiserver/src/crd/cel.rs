@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use api::cel::{compile, to_cel};
 use serde_json::Value;
 
 use super::schema::{Additional, Schema};
@@ -123,30 +124,6 @@ fn walk_json(v: &Value, path: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
-/// A JSON value as CEL sees it: integers as `int`, objects as maps.
-pub fn to_cel(v: &Value) -> cel::Value {
-    match v {
-        Value::Null => cel::Value::Null,
-        Value::Bool(b) => cel::Value::Bool(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => cel::Value::Int(i),
-            None => match n.as_u64() {
-                Some(u) => cel::Value::UInt(u),
-                None => cel::Value::Float(n.as_f64().unwrap_or(0.0)),
-            },
-        },
-        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
-        Value::Array(a) => cel::Value::List(Arc::new(a.iter().map(to_cel).collect())),
-        Value::Object(o) => {
-            let map: HashMap<cel::objects::Key, cel::Value> = o
-                .iter()
-                .map(|(k, v)| (cel::objects::Key::String(Arc::new(k.clone())), to_cel(v)))
-                .collect();
-            cel::Value::Map(cel::objects::Map { map: Arc::new(map) })
-        }
-    }
-}
-
 fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -184,16 +161,7 @@ fn eval(program: &cel::Program, this: &cel::Value, old: Option<&cel::Value>) -> 
         ctx.add_variable_from_value("oldSelf", o.clone());
     }
     // A panic inside the interpreter must not take the request down with it: it is the rule's failure.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| program.execute(&ctx)))
-        .map_err(|_| "the rule could not be evaluated".to_string())?
-        .map_err(|e| e.to_string())
-}
-
-/// Compile, treating a panic of the parser as a compile error.
-fn compile(source: &str) -> Result<cel::Program, String> {
-    std::panic::catch_unwind(|| cel::Program::compile(source))
-        .map_err(|_| "the expression could not be parsed".to_string())?
-        .map_err(|e| e.to_string())
+    api::cel::execute(program, &ctx)
 }
 
 fn node(s: &Schema, rules: &Rules, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {

@@ -26,13 +26,25 @@ impl SledStore {
     pub fn open(path: &Path) -> Result<SledStore, StoreError> {
         // sled holds an exclusive file lock until its last reference (some held by its own background
         // threads) is gone: a restart right after a shutdown can find it still held for a moment.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        Self::open_waiting(path, std::time::Duration::from_secs(5))
+    }
+
+    fn open_waiting(path: &Path, wait: std::time::Duration) -> Result<SledStore, StoreError> {
+        let deadline = std::time::Instant::now() + wait;
         loop {
             match Self::try_open(path) {
                 Err(StoreError::Engine(msg))
                     if msg.contains("could not acquire lock") && std::time::Instant::now() < deadline =>
                 {
                     std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                // Another process holds the database: say so plainly (it is never touched).
+                Err(StoreError::Engine(msg)) if msg.contains("could not acquire lock") => {
+                    return Err(StoreError::Engine(format!(
+                        "the database {} is in use by another process (another kubeling with the same data \
+                         directory?); stop it or choose another --data-dir",
+                        path.display()
+                    )));
                 }
                 other => return other,
             }
@@ -157,5 +169,28 @@ mod tests {
             loaded.objects,
             vec![("core/pods/ns/b".to_string(), Bytes::from_static(b"[]"))]
         );
+    }
+
+    #[test]
+    fn a_second_opener_of_a_held_database_is_refused_plainly_and_the_first_keeps_working() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = SledStore::open(dir.path()).unwrap();
+        let err = SledStore::open_waiting(dir.path(), std::time::Duration::from_millis(100))
+            .err()
+            .expect("the database is held");
+        let msg = err.to_string();
+        assert!(msg.contains("is in use by another process"), "{msg}");
+        assert!(msg.contains(&dir.path().display().to_string()), "{msg}");
+        first
+            .write(
+                1,
+                &[Change {
+                    key: "core/pods/ns/a".into(),
+                    value: Some(Bytes::from_static(b"{}")),
+                }],
+            )
+            .unwrap();
+        first.flush().unwrap();
+        assert_eq!(first.load().unwrap().revision, 1);
     }
 }

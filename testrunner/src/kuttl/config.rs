@@ -150,6 +150,38 @@ pub struct TestAssert {
     pub collectors: Vec<Collector>,
     /// Must all exit 0, with the asserts, at one check.
     pub commands: Vec<Command>,
+    /// Objects fetched and bound as CEL variables for `assert_all`/`assert_any`.
+    pub resource_refs: Vec<ResourceRef>,
+    /// CEL expressions that must all be `true`.
+    pub assert_all: Vec<CelAssertion>,
+    /// CEL expressions of which one at least must be `true`.
+    pub assert_any: Vec<CelAssertion>,
+}
+
+/// A `TestAssert.resourceRefs` entry: the object to GET and the CEL variable it is bound to.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResourceRef {
+    /// apiVersion.
+    pub api_version: String,
+    /// kind.
+    pub kind: String,
+    /// The namespace ("": the test's).
+    pub namespace: String,
+    /// The name.
+    pub name: String,
+    /// The CEL variable name.
+    #[serde(rename = "ref")]
+    pub ref_: String,
+}
+
+/// A `TestAssert.assertAll`/`assertAny` entry.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CelAssertion {
+    /// The CEL expression.
+    #[serde(rename = "celExpr")]
+    pub cel_expr: String,
 }
 
 /// kuttl's `TestSuite`.

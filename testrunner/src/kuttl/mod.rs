@@ -13,6 +13,7 @@
 //! kubeconfig instead of a `./kubeconfig` written into the working directory; `.gotmpl.yaml` supports
 //! `{{ .Namespace }}` only.
 
+pub mod cel_assert;
 pub mod config;
 pub mod files;
 pub mod step;

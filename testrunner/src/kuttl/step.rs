@@ -9,6 +9,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::cel_assert::{self, CelAssertions};
 use super::config::{self, Collector, Command, TestAssert, TestStep};
 use super::files::{FileKind, StepFiles};
 use crate::engine::command::{self, Output, Process, Program, Unknown};
@@ -123,6 +124,9 @@ pub fn load(case_dir: &Path, files: &StepFiles, namespace: &str) -> Result<Step,
                 FileKind::Apply => step.apply.push(doc),
                 FileKind::Assert if config::is_kuttl(&doc, "TestAssert") => {
                     step.assert = serde_json::from_value(doc)
+                        .map_err(|e| format!("{}: TestAssert: {e}", f.path.display()))?;
+                    // An expression that does not compile fails the test here, naming the file.
+                    CelAssertions::compile(&step.assert)
                         .map_err(|e| format!("{}: TestAssert: {e}", f.path.display()))?;
                 }
                 FileKind::Assert => step.asserts.push(doc),
@@ -333,24 +337,30 @@ pub struct Timeouts {
     pub step: Duration,
 }
 
-/// kuttl's `TestAssert.commands` as an [`ExtraCheck`]: every command must exit 0, each bounded by the time
-/// left.
-struct AssertCommands<'a> {
-    commands: &'a [Command],
+/// kuttl's `TestAssert.commands` and CEL assertions as an [`ExtraCheck`]: every command must exit 0, each
+/// bounded by the time left, then the CEL expressions must hold over the references fetched now.
+struct AssertExtras<'a> {
+    assert: &'a TestAssert,
+    cel: Option<CelAssertions>,
+    cluster: &'a Cluster,
     env: &'a CommandEnv,
     log: Vec<String>,
 }
 
-impl ExtraCheck for AssertCommands<'_> {
+impl ExtraCheck for AssertExtras<'_> {
     fn check(&mut self, remaining: Duration) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async move {
-            for c in self.commands {
+            for c in &self.assert.commands {
                 let c = Command {
                     background: false,
                     ignore_failure: false,
                     ..c.clone()
                 };
                 run_command(&c, self.env, Some(remaining), &mut self.log).await?;
+            }
+            if let Some(cel) = &self.cel {
+                let refs = cel_assert::fetch(self.cluster, self.assert, &self.env.namespace).await?;
+                cel.judge(&refs)?;
             }
             Ok(())
         })
@@ -438,12 +448,21 @@ pub async fn run(
         .map(Expectation::present)
         .chain(step.errors.iter().cloned().map(Expectation::absent))
         .collect();
-    let mut extra = AssertCommands {
-        commands: &step.assert.commands,
+    let cel = match CelAssertions::compile(&step.assert) {
+        Ok(c) => c,
+        Err(e) => {
+            errors.push(format!("TestAssert: {e}"));
+            return StepOutcome { assertions, errors };
+        }
+    };
+    let mut extra = AssertExtras {
+        assert: &step.assert,
+        cel,
+        cluster,
         env: &step_env,
         log: Vec::new(),
     };
-    let extra_ref: Option<&mut dyn ExtraCheck> = if step.assert.commands.is_empty() {
+    let extra_ref: Option<&mut dyn ExtraCheck> = if step.assert.commands.is_empty() && extra.cel.is_none() {
         None
     } else {
         Some(&mut extra)
