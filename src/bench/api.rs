@@ -118,13 +118,29 @@ pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
     }
     let total = t0.elapsed();
     lat.sort();
+    let create_rate = args.pods as f64 / total.as_secs_f64();
     println!(
         "sequential pod creates: {} pods in {:.2} s = {:.0}/s; p50 {}, p99 {} (target >= 2000/s)",
         args.pods,
         total.as_secs_f64(),
-        args.pods as f64 / total.as_secs_f64(),
+        create_rate,
         ms(percentile(&lat, 0.5)),
         ms(percentile(&lat, 0.99))
+    );
+    // The floors of that figure on this machine, measured now: the same client's round trip with no work
+    // behind it (`GET /version`: HTTP + TLS), and one fsync of the data dir's disk (durability). A serial
+    // durable create cannot beat 1 / (the two together).
+    let version = serial_version_gets(&c, args.pods.clamp(100, 1000)).await?;
+    let fsync = serial_fsyncs(dir, 200)?;
+    let limit = 1.0 / (version + fsync).as_secs_f64();
+    println!(
+        "floors: GET /version (same client) median {} = {:.0}/s; the disk's serial fsync median {} = {:.0}/s; limit for a serial durable create {:.0}/s: the creates reach {:.0}% of it (target >= 85%)",
+        ms(version),
+        1.0 / version.as_secs_f64(),
+        ms(fsync),
+        1.0 / fsync.as_secs_f64(),
+        limit,
+        100.0 * create_rate / limit
     );
 
     // 3b. The same with a thin client (pre-serialised body, response not decoded), to separate the server's
@@ -236,4 +252,37 @@ pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
     println!("RSS after the run: {} MB", rss_kib(pid).unwrap_or(0) / 1024);
     drop(srv);
     Ok(())
+}
+
+/// The median latency of `n` serial `GET /version` on `c` (the request floor: HTTP, TLS, routing).
+async fn serial_version_gets(c: &kube::Client, n: usize) -> anyhow::Result<Duration> {
+    let mut lat = Vec::with_capacity(n);
+    for _ in 0..n {
+        let req = http::Request::get("/version").body(Vec::new())?;
+        let t = Instant::now();
+        c.request_text(req).await.context("GET /version")?;
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    Ok(percentile(&lat, 0.5))
+}
+
+/// The median time of `n` serial 4 KiB writes each followed by an fsync, in a file under `dir` (the
+/// durability floor of the disk the data dirs are on).
+fn serial_fsyncs(dir: &Path, n: usize) -> anyhow::Result<Duration> {
+    use std::io::Write;
+    let path = dir.join("fsync-floor");
+    let mut f = std::fs::File::create(&path)?;
+    let block = [0u8; 4096];
+    let mut lat = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        f.write_all(&block)?;
+        f.sync_data()?;
+        lat.push(t.elapsed());
+    }
+    drop(f);
+    std::fs::remove_file(&path)?;
+    lat.sort();
+    Ok(percentile(&lat, 0.5))
 }
