@@ -557,8 +557,8 @@ fn unescape_value(s: &str) -> Result<String, String> {
 pub trait Fields {
     /// `metadata.labels`.
     fn labels(&self) -> Option<&Map<String, Value>>;
-    /// The value at `path` (object keys; a number steps into an array), if present.
-    fn at(&self, path: &[&str]) -> Option<&Value>;
+    /// The scalar at `path` (object keys; a number steps into an array), if present.
+    fn at(&self, path: &[&str]) -> Option<Scalar<'_>>;
     /// The whole object in its wire shape.
     fn whole(&self) -> std::borrow::Cow<'_, Value>;
 }
@@ -568,15 +568,61 @@ impl Fields for Value {
         self.get("metadata")?.get("labels")?.as_object()
     }
 
-    fn at(&self, path: &[&str]) -> Option<&Value> {
-        path.iter().try_fold(self, |v, key| match v {
+    fn at(&self, path: &[&str]) -> Option<Scalar<'_>> {
+        let v = path.iter().try_fold(self, |v, key| match v {
             Value::Array(items) => items.get(key.parse::<usize>().ok()?),
             _ => v.get(key),
+        })?;
+        Some(match v {
+            Value::String(s) => Scalar::Str(s),
+            Value::Bool(b) => Scalar::Bool(*b),
+            Value::Number(n) => n.as_i64().map_or(Scalar::Other, Scalar::Int),
+            _ => Scalar::Other,
         })
     }
 
     fn whole(&self) -> std::borrow::Cow<'_, Value> {
         std::borrow::Cow::Borrowed(self)
+    }
+}
+
+/// A value as field selectors read it: a string, a bool, an integer, or anything else (which reads as
+/// absent: `""`, `false`, `0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scalar<'a> {
+    /// A string.
+    Str(&'a str),
+    /// A bool.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// Null, a fraction, an object or an array.
+    Other,
+}
+
+impl<'a> Scalar<'a> {
+    /// The string, if it is one.
+    pub fn as_str(self) -> Option<&'a str> {
+        match self {
+            Scalar::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The bool, if it is one.
+    pub fn as_bool(self) -> Option<bool> {
+        match self {
+            Scalar::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The integer, if it is one.
+    pub fn as_i64(self) -> Option<i64> {
+        match self {
+            Scalar::Int(i) => Some(i),
+            _ => None,
+        }
     }
 }
 
@@ -625,29 +671,48 @@ const SELECTABLE_PATHS: &[&[&str]] = &[
 
 /// The part of an object that label and field selectors of built-in kinds read, kept beside its stored
 /// bytes: a stored object is not kept parsed (a parsed pod takes about nine times its JSON), yet every watch
-/// event is matched against each watcher's selector.
+/// event is matched against each watcher's selector. The scalars are packed into one string (an Event has a
+/// dozen of them; one allocation each cost more than the text).
 #[derive(Debug, Default)]
 pub struct Selectable {
     labels: Option<Map<String, Value>>,
-    /// (index into [`SELECTABLE_PATHS`], the scalar there), in path order.
-    fields: Box<[(u8, Value)]>,
+    /// Every kept scalar's text, one after another (a bool as `t`/`f`, an integer in decimal).
+    text: Box<str>,
+    /// (index into [`SELECTABLE_PATHS`], kind: `s`tring, `b`ool or `i`nteger, end of its text), in path order.
+    fields: Box<[(u8, u8, u32)]>,
 }
 
 impl Selectable {
     /// Extract the labels and the selectable fields of `obj`.
     pub fn of(obj: &Value) -> Selectable {
-        let fields = SELECTABLE_PATHS
-            .iter()
-            .enumerate()
-            .filter_map(|(i, path)| {
-                let v = obj.at(path)?;
-                // Selectable fields are scalars; anything else reads as absent, as it would in `text`.
-                (!v.is_object() && !v.is_array()).then(|| (i as u8, v.clone()))
-            })
-            .collect();
+        let mut text = String::new();
+        let mut fields = Vec::new();
+        for (i, path) in SELECTABLE_PATHS.iter().enumerate() {
+            // Anything but a string, a bool or an integer reads as absent, so it is not kept.
+            let kind = match obj.at(path) {
+                Some(Scalar::Str(s)) => {
+                    text.push_str(s);
+                    b's'
+                }
+                Some(Scalar::Bool(b)) => {
+                    text.push(if b { 't' } else { 'f' });
+                    b'b'
+                }
+                Some(Scalar::Int(n)) => {
+                    text.push_str(&n.to_string());
+                    b'i'
+                }
+                Some(Scalar::Other) | None => continue,
+            };
+            let Ok(end) = u32::try_from(text.len()) else {
+                break;
+            };
+            fields.push((i as u8, kind, end));
+        }
         Selectable {
             labels: obj.labels().filter(|l| !l.is_empty()).cloned(),
-            fields,
+            text: text.into_boxed_str(),
+            fields: fields.into_boxed_slice(),
         }
     }
 
@@ -657,31 +722,39 @@ impl Selectable {
     }
 
     /// The scalar at `path`, which must be one of the selectable paths.
-    pub fn at(&self, path: &[&str]) -> Option<&Value> {
+    pub fn at(&self, path: &[&str]) -> Option<Scalar<'_>> {
         let i = SELECTABLE_PATHS.iter().position(|p| *p == path)?;
-        self.fields
-            .iter()
-            .find(|(j, _)| usize::from(*j) == i)
-            .map(|(_, v)| v)
+        let k = self.fields.iter().position(|(j, _, _)| usize::from(*j) == i)?;
+        let start = k.checked_sub(1).map_or(0, |p| self.fields[p].2 as usize);
+        let (_, kind, end) = self.fields[k];
+        let t = self.text.get(start..end as usize)?;
+        Some(match kind {
+            b's' => Scalar::Str(t),
+            b'b' => Scalar::Bool(t == "t"),
+            _ => t.parse().map_or(Scalar::Other, Scalar::Int),
+        })
     }
 }
 
 /// A string field; absent (or not a string) reads as `""`.
 fn text(obj: &(impl Fields + ?Sized), path: &[&str]) -> String {
     obj.at(path)
-        .and_then(Value::as_str)
+        .and_then(Scalar::as_str)
         .unwrap_or_default()
         .to_string()
 }
 
 /// A bool field as Go's `strconv.FormatBool`; absent is `false`.
 fn flag(obj: &(impl Fields + ?Sized), path: &[&str]) -> String {
-    obj.at(path).and_then(Value::as_bool).unwrap_or(false).to_string()
+    obj.at(path)
+        .and_then(Scalar::as_bool)
+        .unwrap_or(false)
+        .to_string()
 }
 
 /// An integer field as Go's `strconv.Itoa`; absent is `0`, as upstream's zero value.
 fn count(obj: &(impl Fields + ?Sized), path: &[&str]) -> String {
-    obj.at(path).and_then(Value::as_i64).unwrap_or(0).to_string()
+    obj.at(path).and_then(Scalar::as_i64).unwrap_or(0).to_string()
 }
 
 /// The first non-empty of two string fields.
@@ -777,6 +850,50 @@ pub fn field_value(group: &str, resource: &str, obj: &(impl Fields + ?Sized), fi
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_packed_selectable_view_reads_as_the_object_does() {
+        let objects = [
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"}},
+                   "spec": {"nodeName": "n1", "hostNetwork": true, "restartPolicy": "Always"},
+                   "status": {"phase": "Running", "podIPs": [{"ip": "10.0.0.7"}], "podIP": "10.0.0.7",
+                              "replicas": 3.5, "succeeded": null}}),
+            json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "ns"},
+                   "involvedObject": {"kind": "Pod", "name": "web-1", "uid": "u-1", "fieldPath": ""},
+                   "reason": "Started", "type": "Normal", "source": {"component": "kubelet"}}),
+            json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "r", "labels": {}},
+                   "spec": {"unschedulable": false}, "status": {"replicas": 2}}),
+            json!({"metadata": {"name": "üñí", "namespace": ""}, "spec": {"type": {"nested": 1}}}),
+        ];
+        for obj in &objects {
+            let sel = Selectable::of(obj);
+            for path in SELECTABLE_PATHS {
+                let want = obj.at(path).filter(|v| *v != Scalar::Other);
+                assert_eq!(sel.at(path), want, "{path:?} of {obj}");
+            }
+            assert_eq!(sel.labels(), obj.labels().filter(|l| !l.is_empty()), "{obj}");
+        }
+        // Field values read the same through either view.
+        let pod = &objects[0];
+        let sel = Selectable::of(pod);
+        assert_eq!(
+            sel.at(&["status", "podIPs", "0", "ip"]),
+            Some(Scalar::Str("10.0.0.7"))
+        );
+        assert_eq!(sel.at(&["spec", "hostNetwork"]), Some(Scalar::Bool(true)));
+        assert_eq!(
+            sel.at(&["status", "replicas"]),
+            None,
+            "a fraction reads as absent"
+        );
+        assert_eq!(
+            Selectable::of(&objects[2]).at(&["status", "replicas"]),
+            Some(Scalar::Int(2))
+        );
+        // Paths that are not selectable are never answered.
+        assert_eq!(sel.at(&["spec", "containers"]), None);
+    }
 
     fn labels(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()

@@ -94,7 +94,7 @@ pub fn to_storage_version(info: &ResourceInfo, c: &Custom, obj: &mut Value) {
 
 /// Whether a stored object is of another version than `info` serves (then only apiVersion differs).
 pub fn other_version(info: &ResourceInfo, obj: &(impl crate::selector::Fields + ?Sized)) -> bool {
-    let Some(v) = obj.at(&["apiVersion"]).and_then(Value::as_str) else {
+    let Some(v) = obj.at(&["apiVersion"]).and_then(crate::selector::Scalar::as_str) else {
         return false;
     };
     !info.group.is_empty()

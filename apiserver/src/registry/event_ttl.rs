@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::resources;
 use super::{DeleteOptions, Registry};
-use crate::selector::Fields;
+use crate::selector::{Fields, Scalar};
 use crate::storage::{Stored, WatchFrom, WatchStart};
 use crate::watch::{EventType, Next};
 
@@ -105,9 +105,9 @@ async fn run(
         let mut seen = std::collections::HashSet::new();
         for obj in &start.initial {
             let key = info.key(
-                obj.at(&["metadata", "namespace"]).and_then(Value::as_str),
+                obj.at(&["metadata", "namespace"]).and_then(Scalar::as_str),
                 obj.at(&["metadata", "name"])
-                    .and_then(Value::as_str)
+                    .and_then(Scalar::as_str)
                     .unwrap_or(""),
             );
             seen.insert(key.clone());

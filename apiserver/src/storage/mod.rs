@@ -140,7 +140,7 @@ impl Fields for Stored {
         self.selectable.labels()
     }
 
-    fn at(&self, path: &[&str]) -> Option<&Value> {
+    fn at(&self, path: &[&str]) -> Option<crate::selector::Scalar<'_>> {
         self.selectable.at(path)
     }
 
