@@ -46,6 +46,15 @@ pub(crate) struct TestArgs {
     /// TestSuite's `reportFormat`, `artifactsDir` and `reportGranularity` apply when the flags are not given.
     #[arg(long, value_enum)]
     report_format: Option<ReportFormat>,
+    /// Labels of this run, `k=v[,k2=v2]`: a kuttl file whose `TestFile` `testRunSelector` does not select
+    /// them is skipped.
+    #[arg(long, value_parser = parse_run_labels)]
+    test_run_labels: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// `--test-run-labels k=v[,k2=v2]`.
+fn parse_run_labels(s: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    testrunner::kuttl::config::parse_labels(s)
 }
 
 /// Starts the run's own cluster in this process (`kubeling_testing::TestCluster`: a temp data dir, the API
@@ -105,6 +114,7 @@ pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
             ReportFormat::Xml => testrunner::report::Format::Xml,
             ReportFormat::Json => testrunner::report::Format::Json,
         }),
+        test_run_labels: args.test_run_labels.clone().unwrap_or_default(),
     };
     // A kuttl TestSuite's report settings apply when the flags do not say otherwise.
     let suite = kuttl_suite(&args.config, &args.paths);

@@ -152,6 +152,42 @@ fn kuttl_cel_assertions_wait_for_their_expressions_and_a_bad_one_fails_its_test(
 }
 
 #[test]
+fn a_kuttl_test_file_is_used_only_when_its_run_selector_selects_the_run_labels() {
+    let suite = tempfile::tempdir().unwrap();
+    let case = suite.path().join("flavors");
+    std::fs::create_dir_all(&case).unwrap();
+    let file = |flavor: &str, name: &str| {
+        format!(
+            "apiVersion: kuttl.dev/v1beta1\nkind: TestFile\ntestRunSelector:\n  matchLabels:\n    flavor: {flavor}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"
+        )
+    };
+    std::fs::write(case.join("00-vanilla.yaml"), file("vanilla", "vanilla")).unwrap();
+    std::fs::write(case.join("00-chocolate.yaml"), file("chocolate", "chocolate")).unwrap();
+    // The vanilla object must exist, the chocolate one must not have been created.
+    std::fs::write(
+        case.join("00-assert.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: vanilla\n",
+    )
+    .unwrap();
+    std::fs::write(
+        case.join("00-errors.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: chocolate\n",
+    )
+    .unwrap();
+    let (code, out) = kubeling_test(
+        suite.path(),
+        &[".", "--test-run-labels", "flavor=vanilla", "--timeout", "10"],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("--- PASS: ./flavors ("), "{out}");
+    // Without the labels neither file is used, so the assert fails.
+    let (code, out) = kubeling_test(suite.path(), &[".", "--timeout", "3"], Duration::from_secs(120));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("--- FAIL: ./flavors ("), "{out}");
+}
+
+#[test]
 fn a_broken_assertion_fails_with_a_diff_naming_the_field() {
     let suite = tempfile::tempdir().unwrap();
     let case = suite.path().join("broken");

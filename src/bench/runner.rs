@@ -138,5 +138,6 @@ fn options(parallel: Option<usize>) -> testrunner::RunOptions {
         fail_fast: false,
         report_dir: None,
         report_format: None,
+        test_run_labels: Default::default(),
     }
 }

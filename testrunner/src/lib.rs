@@ -46,6 +46,9 @@ pub struct RunOptions {
     pub report_dir: Option<PathBuf>,
     /// `--report-format`: no report unless set (or set by a kuttl TestSuite).
     pub report_format: Option<report::Format>,
+    /// `--test-run-labels`: the labels of this run, which a kuttl `TestFile`'s `testRunSelector` must
+    /// select for its file to be used.
+    pub test_run_labels: std::collections::BTreeMap<String, String>,
 }
 
 /// What every suite runner gets: the cluster, the options, the progress printer, and the run-wide

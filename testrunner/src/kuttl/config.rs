@@ -1,6 +1,7 @@
 //! kuttl's objects as written: the `TestSuite` (`kuttl-test.yaml`), `TestStep`, `TestAssert`, `Command`,
 //! and the YAML documents of a file. Unknown fields are ignored, as kuttl's non-strict conversion does.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -63,6 +64,62 @@ pub fn is_kuttl(obj: &Value, kind: &str) -> bool {
             .get("apiVersion")
             .and_then(Value::as_str)
             .is_some_and(|a| a.split('/').next() == Some("kuttl.dev"))
+}
+
+/// `k=v[,k2=v2]` (`--test-run-labels`); an empty string is no labels.
+pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+            _ => Err(format!("{p:?} is not a label in the form key=value")),
+        })
+        .collect()
+}
+
+/// Whether a `TestFile`'s `testRunSelector` (a label selector: `matchLabels`, `matchExpressions` with `In`,
+/// `NotIn`, `Exists`, `DoesNotExist`) selects the run's labels. A missing or empty selector selects every run.
+pub fn run_selected(selector: Option<&Value>, labels: &BTreeMap<String, String>) -> Result<bool, String> {
+    let Some(sel) = selector.filter(|s| !s.is_null()) else {
+        return Ok(true);
+    };
+    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+        for (k, v) in m {
+            if labels.get(k).map(String::as_str) != v.as_str() {
+                return Ok(false);
+            }
+        }
+    }
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
+        let values: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .map(|v| v.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let have = labels.get(key).map(String::as_str);
+        let ok = match e.get("operator").and_then(Value::as_str).unwrap_or_default() {
+            "In" => have.is_some_and(|h| values.contains(&h)),
+            "NotIn" => have.is_none_or(|h| !values.contains(&h)),
+            "Exists" => have.is_some(),
+            "DoesNotExist" => have.is_none(),
+            op => {
+                return Err(format!(
+                    "testRunSelector: {op:?} is not a valid label selector operator"
+                ));
+            }
+        };
+        if !ok {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// kuttl's `Command`.
@@ -280,5 +337,69 @@ mod tests {
             &serde_json::json!({"apiVersion": "kudo.dev/v1alpha1", "kind": "TestStep"}),
             "TestStep"
         ));
+    }
+
+    #[test]
+    fn run_labels_parse_and_test_run_selectors_select_them() {
+        let labels = parse_labels("flavor=vanilla, size = big").unwrap();
+        assert_eq!(labels.len(), 2);
+        assert_eq!(labels["size"], "big");
+        assert!(parse_labels("").unwrap().is_empty());
+        assert!(parse_labels("flavor").is_err());
+        assert!(parse_labels("=x").is_err());
+        let cases = [
+            (None, true),
+            (Some(serde_json::json!({})), true),
+            (
+                Some(serde_json::json!({"matchLabels": {"flavor": "vanilla"}})),
+                true,
+            ),
+            (
+                Some(serde_json::json!({"matchLabels": {"flavor": "chocolate"}})),
+                false,
+            ),
+            (Some(serde_json::json!({"matchLabels": {"other": "x"}})), false),
+            (
+                Some(
+                    serde_json::json!({"matchExpressions": [{"key": "size", "operator": "In", "values": ["big", "huge"]}]}),
+                ),
+                true,
+            ),
+            (
+                Some(
+                    serde_json::json!({"matchExpressions": [{"key": "size", "operator": "NotIn", "values": ["big"]}]}),
+                ),
+                false,
+            ),
+            (
+                Some(
+                    serde_json::json!({"matchExpressions": [{"key": "gpu", "operator": "NotIn", "values": ["yes"]}]}),
+                ),
+                true,
+            ),
+            (
+                Some(serde_json::json!({"matchExpressions": [{"key": "gpu", "operator": "Exists"}]})),
+                false,
+            ),
+            (
+                Some(serde_json::json!({"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]})),
+                true,
+            ),
+        ];
+        for (sel, want) in cases {
+            assert_eq!(run_selected(sel.as_ref(), &labels), Ok(want), "{sel:?}");
+        }
+        let bad = serde_json::json!({"matchExpressions": [{"key": "gpu", "operator": "Near"}]});
+        assert!(run_selected(Some(&bad), &labels).is_err());
+        // No run labels: only selectors that need none select the run.
+        let none = BTreeMap::new();
+        assert_eq!(
+            run_selected(
+                Some(&serde_json::json!({"matchLabels": {"flavor": "vanilla"}})),
+                &none
+            ),
+            Ok(false)
+        );
+        assert_eq!(run_selected(Some(&serde_json::json!({})), &none), Ok(true));
     }
 }

@@ -345,7 +345,10 @@ async fn run_case(ctx: &SuiteContext, set: &Settings, dir: &Path) -> TestResult 
             .and_then(|es| {
                 let (groups, skipped) = files::group(dir, &es, &set.ignore);
                 stamp(&mut log, &name, "", skipped);
-                groups.iter().map(|g| step::load(dir, g, &ns)).collect()
+                groups
+                    .iter()
+                    .map(|g| step::load(dir, g, &ns, &ctx.opts.test_run_labels))
+                    .collect()
             })
     };
     let loaded = match loaded {

@@ -84,8 +84,14 @@ fn listed_files(case_dir: &Path, entry: &str) -> Result<Vec<PathBuf>, String> {
     }
 }
 
-/// Loads a step's files for a test namespace.
-pub fn load(case_dir: &Path, files: &StepFiles, namespace: &str) -> Result<Step, String> {
+/// Loads a step's files for a test namespace. A file whose `TestFile` does not select `run_labels` is left
+/// out whole.
+pub fn load(
+    case_dir: &Path,
+    files: &StepFiles,
+    namespace: &str,
+    run_labels: &std::collections::BTreeMap<String, String>,
+) -> Result<Step, String> {
     let mut step = Step {
         index: files.index,
         name: files.name.clone(),
@@ -100,7 +106,23 @@ pub fn load(case_dir: &Path, files: &StepFiles, namespace: &str) -> Result<Step,
             text
         };
         let docs = config::documents(&f.path, &text).map_err(|e| e.to_string())?;
+        let test_files: Vec<&Value> = docs.iter().filter(|d| config::is_kuttl(d, "TestFile")).collect();
+        if test_files.len() > 1 {
+            return Err(format!(
+                "{}: more than 1 TestFile not allowed in a file",
+                f.path.display()
+            ));
+        }
+        if let Some(tf) = test_files.first()
+            && !config::run_selected(tf.get("testRunSelector"), run_labels)
+                .map_err(|e| format!("{}: TestFile: {e}", f.path.display()))?
+        {
+            continue;
+        }
         for doc in docs {
+            if config::is_kuttl(&doc, "TestFile") {
+                continue;
+            }
             match f.kind {
                 FileKind::Apply if config::is_kuttl(&doc, "TestStep") => {
                     if test_step.is_some() {
