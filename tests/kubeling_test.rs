@@ -1,52 +1,14 @@
 //! `kubeling test`, end to end: the real binary runs kuttl suites against a cluster of its own (`kubeling up`
 //! as a child, pods on Docker with the locally built testbox image) and exits 0 or 1 as kuttl does.
 
+mod common;
 #[path = "../fixtures/testbox/image.rs"]
 mod testbox_image;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Runs `kubeling test <args>` in `cwd`, bounded by `limit`; returns (exit code, stdout + stderr).
-fn kubeling_test(cwd: &Path, args: &[&str], limit: Duration) -> (i32, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let (out_path, err_path) = (dir.path().join("out"), dir.path().join("err"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubeling"))
-        .arg("test")
-        .args(args)
-        .current_dir(cwd)
-        .env("KUBELING_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path).unwrap())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .spawn()
-        .expect("spawning kubeling test");
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            // SIGTERM would leave `kubeling test`'s own cluster to its Drop; SIGKILL is the last resort.
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            std::thread::sleep(Duration::from_secs(5));
-            let _ = child.kill();
-            let _ = child.wait();
-            let out = std::fs::read_to_string(&out_path).unwrap_or_default();
-            panic!("kubeling test {args:?} did not finish within {limit:?}; output so far:\n{out}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let text = std::fs::read_to_string(&out_path).unwrap() + &std::fs::read_to_string(&err_path).unwrap();
-    (status.code().unwrap_or(-1), text)
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::{kubeling_test, repo};
 
 #[test]
 fn the_projects_kuttl_suite_passes_with_a_summary_and_a_junit_report() {

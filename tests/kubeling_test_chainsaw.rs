@@ -2,52 +2,14 @@
 //! (`fixtures/e2e/chainsaw`, pods on Docker with the locally built testbox image) against a cluster of its
 //! own, a failing test runs its `catch` and `finally`, and public chainsaw suites pass unchanged.
 
+mod common;
 #[path = "../fixtures/testbox/image.rs"]
 mod testbox_image;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Runs `kubeling test <args>` in `cwd`, bounded by `limit`; returns (exit code, stdout + stderr).
-fn kubeling_test(cwd: &Path, args: &[&str], limit: Duration) -> (i32, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let (out_path, err_path) = (dir.path().join("out"), dir.path().join("err"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubeling"))
-        .arg("test")
-        .args(args)
-        .current_dir(cwd)
-        .env("KUBELING_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path).unwrap())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .spawn()
-        .expect("spawning kubeling test");
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            // SIGTERM lets `kubeling test` stop its own cluster; SIGKILL is the last resort.
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            std::thread::sleep(Duration::from_secs(5));
-            let _ = child.kill();
-            let _ = child.wait();
-            let out = std::fs::read_to_string(&out_path).unwrap_or_default();
-            panic!("kubeling test {args:?} did not finish within {limit:?}; output so far:\n{out}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let text = std::fs::read_to_string(&out_path).unwrap() + &std::fs::read_to_string(&err_path).unwrap();
-    (status.code().unwrap_or(-1), text)
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::{kubeling_test, repo};
 
 /// The public suites in `../shared/peer-data/suites` (see its SOURCES.md), used in place.
 fn peer_suites() -> Option<PathBuf> {

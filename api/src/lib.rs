@@ -8,6 +8,7 @@
 //! the CRD validation rules and `kubeling test`'s kuttl CEL assertions share.
 
 pub mod cel;
+pub mod duration;
 mod field_error;
 pub mod pod;
 pub mod quota;

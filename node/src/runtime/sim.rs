@@ -101,40 +101,8 @@ pub fn per_container<'a>(value: &'a str, container: &str) -> Option<&'a str> {
     default
 }
 
-/// A Go duration (`500ms`, `2s`, `1m30s`, `1h`; `0` alone is zero).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {s:?} (examples: 500ms, 2s, 1m30s)");
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if s.is_empty() {
-        return Err(bad());
-    }
-    let mut total = 0f64;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let value: f64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += value * seconds;
-        rest = &rest[unit_len..];
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| bad())
-}
+/// A Go duration (`500ms`, `2s`, `1m30s`, `1h`; `0` alone is zero): the `api` crate's parser.
+pub use api::duration::parse_go as parse_duration;
 
 /// What one container does, from its pod's annotations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -492,43 +492,10 @@ pub struct CollectAction {
     pub clusters: Option<Value>,
 }
 
-/// Parses a Go duration (`300ms`, `5s`, `1m30s`, `1h`, `1.5s`); the error names the bad text.
+/// Parses a Go duration (`300ms`, `5s`, `1m30s`, `1h`, `1.5s`), surrounding blanks ignored; the error names
+/// the bad text.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let s = text.trim();
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if s.is_empty() {
-        return Err("invalid duration \"\"".to_string());
-    }
-    let bad = || format!("invalid duration {text:?}");
-    let mut total = 0f64;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        if num_len == 0 {
-            return Err(bad());
-        }
-        let number: f64 = rest[..num_len].parse().map_err(|_| bad())?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += number * scale;
-        rest = &rest[unit_len..];
-    }
-    Ok(Duration::from_secs_f64(total))
+    api::duration::parse_go(text.trim())
 }
 
 #[cfg(test)]
