@@ -68,6 +68,13 @@ struct ServeArgs {
     /// How long an event is kept after its last change (kube-apiserver's flag; a Go duration).
     #[arg(long, default_value = "1h", value_parser = parse_period)]
     event_ttl: Duration,
+    /// Where objects are stored: `sled` (in the data directory) or `etcd=http://host:2379[,...]` (several
+    /// API servers may share one etcd; they must share the data directory's certificates and token).
+    #[arg(long, default_value = "sled")]
+    store: apiserver::StoreChoice,
+    /// The key prefix of this cluster's objects in etcd (kube-apiserver's `--etcd-prefix`).
+    #[arg(long, default_value = apiserver::DEFAULT_ETCD_PREFIX)]
+    etcd_prefix: String,
 }
 
 #[derive(Args, Clone)]
@@ -78,7 +85,7 @@ struct UpArgs {
     #[arg(long, value_enum, default_value_t = RuntimeArg::Docker)]
     runtime: RuntimeArg,
     /// Node agents to run, named `<name>`, `<name>-2`, ... with data dirs DATA/node, DATA/node-2, ...
-    /// (only the first runs static pods). More than one needs `--runtime sim`.
+    /// (only the first runs static pods). On Docker they share the one engine and the cluster network.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=node::runtime::sim::MAX_SIM_NODES as i64))]
     nodes: u32,
     #[command(flatten)]
@@ -146,9 +153,10 @@ struct NodeOptions {
     /// Node name (default: the host name).
     #[arg(long)]
     node_name: Option<String>,
-    /// The node's IP: its InternalIP and the pods' hostIP.
-    #[arg(long, default_value = "127.0.0.1")]
-    node_ip: String,
+    /// The node's IP: its InternalIP and the pods' hostIP, where its logs/exec endpoint listens. `up`:
+    /// default 127.0.0.1; `node`: default this machine's address on the route to the API server.
+    #[arg(long)]
+    node_ip: Option<IpAddr>,
     /// The pause image; built locally when missing.
     #[arg(long, default_value = node::runtime::docker::DEFAULT_PAUSE_IMAGE)]
     pod_infra_image: String,
@@ -281,7 +289,7 @@ fn agent_config(data_dir: &std::path::Path, o: &NodeOptions) -> node::agent::Age
     if let Some(n) = &o.node_name {
         cfg.node_name = n.trim().to_lowercase();
     }
-    cfg.node_ip = o.node_ip.clone();
+    cfg.node_ip = o.node_ip.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)).to_string();
     cfg.pause_image = o.pod_infra_image.clone();
     cfg.kubelet_port = o.kubelet_port;
     cfg.static_pod_path = o.static_pod_path.clone();
@@ -325,7 +333,12 @@ async fn run_node(args: NodeArgs) -> anyhow::Result<()> {
         None => default_data_dir()?.join("node"),
     };
     let client = client_from(&args.kubeconfig).await?;
-    let mut cfg = agent_config(&data_dir, &args.node);
+    let mut node_opts = args.node.clone();
+    if node_opts.node_ip.is_none() {
+        let server = cluster::kubeconfig_server(&args.kubeconfig).unwrap_or_default();
+        node_opts.node_ip = Some(ip_towards(&server));
+    }
+    let mut cfg = agent_config(&data_dir, &node_opts);
     // The API server reaches the node's logs/exec endpoint with the kubeconfig's token.
     cfg.node_token = kubeconfig_token(&args.kubeconfig).unwrap_or_default();
     let cancel = tokio_util::sync::CancellationToken::new();
@@ -335,6 +348,32 @@ async fn run_node(args: NodeArgs) -> anyhow::Result<()> {
     cancel.cancel();
     agent.await??;
     Ok(())
+}
+
+/// This machine's address on the route to the API server at `server_url` (the kubelet's default node IP
+/// is the host's own address): a connected UDP socket's local address, no packet sent. Loopback when the
+/// server is on this machine or cannot be resolved.
+fn ip_towards(server_url: &str) -> IpAddr {
+    let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let Ok(uri) = server_url.parse::<http::Uri>() else {
+        return loopback;
+    };
+    let Some(host) = uri.host() else {
+        return loopback;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = uri.port_u16().unwrap_or(443);
+    let Some(target) = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+        .ok()
+        .and_then(|mut a| a.next())
+    else {
+        return loopback;
+    };
+    let local = if target.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+    std::net::UdpSocket::bind(local)
+        .and_then(|s| s.connect(target).and_then(|()| s.local_addr()))
+        .map(|a| a.ip())
+        .unwrap_or(loopback)
 }
 
 /// `up`'s nodes: how many, and on which runtime.
@@ -351,12 +390,6 @@ async fn serve(
     dns_opts: Option<DnsOptions>,
     nodes: Nodes,
 ) -> anyhow::Result<()> {
-    if nodes.count > 1 && nodes.runtime == RuntimeArg::Docker {
-        anyhow::bail!(
-            "--nodes {} needs --runtime sim: several nodes on one Docker engine are not supported yet",
-            nodes.count
-        );
-    }
     let data_dir = match args.data_dir {
         Some(d) => d,
         None => default_data_dir()?,
@@ -371,6 +404,13 @@ async fn serve(
             .iter()
             .any(|p| p == "ServiceAccount"),
         event_ttl: args.event_ttl,
+        store: match args.store {
+            apiserver::StoreChoice::Etcd { endpoints, .. } => apiserver::StoreChoice::Etcd {
+                endpoints,
+                prefix: args.etcd_prefix,
+            },
+            sled => sled,
+        },
     };
     let mut cfg = cluster::ClusterConfig {
         server,
@@ -405,6 +445,14 @@ async fn serve(
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             first.static_pod_path = Some(dir);
         }
+        // Every node of the cluster marks its containers with one cluster id and puts its pods on one Docker
+        // network; the first node's agent runs the Service gateway for all of them.
+        if nodes.runtime == RuntimeArg::Docker {
+            first.cluster_id = Some(
+                node::agent::cluster_id(&first.data_dir)
+                    .with_context(|| format!("reading the cluster id in {}", first.data_dir.display()))?,
+            );
+        }
         for i in 0..nodes.count {
             let mut n = first.clone();
             (n.node_name, n.data_dir) = cluster::nth_node(&first.node_name, &data_dir, i as usize);
@@ -413,6 +461,7 @@ async fn serve(
                 n.static_pod_path = None;
                 n.manifest_url = None;
                 n.kubelet_port = 0;
+                n.service_proxy = false;
             }
             if nodes.runtime == RuntimeArg::Sim {
                 n.runtime = node::agent::RuntimeChoice::Sim(
@@ -514,6 +563,24 @@ fn main() -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_node_ip_is_the_address_on_the_route_to_the_api_server() {
+        let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        assert_eq!(ip_towards("https://127.0.0.1:6443"), loopback);
+        assert_eq!(ip_towards("https://localhost:6443"), loopback);
+        assert_eq!(ip_towards("not a url"), loopback);
+        assert_eq!(ip_towards(""), loopback);
+        // A server elsewhere is reached from one of this machine's own addresses, never loopback.
+        if let Some(ip) = std::net::UdpSocket::bind("0.0.0.0:0")
+            .and_then(|s| s.connect("192.0.2.1:6443").and_then(|()| s.local_addr()))
+            .ok()
+            .map(|a| a.ip())
+        {
+            assert_eq!(ip_towards("https://192.0.2.1:6443"), ip);
+            assert!(!ip.is_loopback());
+        }
+    }
 
     #[test]
     fn durations_are_read_as_the_kubelet_flags_write_them() {

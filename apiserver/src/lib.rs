@@ -71,6 +71,82 @@ pub struct Config {
     /// How long an event lives after its last write (kube-apiserver's `--event-ttl`, 1 h by default:
     /// [`registry::event_ttl::DEFAULT_EVENT_TTL`]).
     pub event_ttl: Duration,
+    /// Where objects are stored.
+    pub store: StoreChoice,
+}
+
+/// The storage engine (`--store`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StoreChoice {
+    /// sled in the data directory (`DATA/db`): nothing else to run.
+    #[default]
+    Sled,
+    /// etcd v3: its members' URLs and the key prefix of this cluster (several API servers may share it).
+    Etcd {
+        /// `http://host:2379`, ...
+        endpoints: Vec<String>,
+        /// The key prefix (`--etcd-prefix`).
+        prefix: String,
+    },
+}
+
+impl std::str::FromStr for StoreChoice {
+    type Err = String;
+
+    /// `sled`, or `etcd=http://host:2379[,http://host2:2379...]`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once('=') {
+            None if s == "sled" => Ok(StoreChoice::Sled),
+            Some(("etcd", urls)) => {
+                let endpoints: Vec<String> = urls
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                if endpoints.is_empty() {
+                    return Err(format!(
+                        "{s:?}: etcd= needs at least one URL, e.g. etcd=http://127.0.0.1:2379"
+                    ));
+                }
+                for e in &endpoints {
+                    match e.parse::<::http::Uri>() {
+                        Ok(u) if u.scheme_str() == Some("http") && u.host().is_some() => {}
+                        _ => {
+                            return Err(format!(
+                                "{e:?} is not an etcd URL: use http://host:port (TLS to etcd is not supported)"
+                            ));
+                        }
+                    }
+                }
+                Ok(StoreChoice::Etcd {
+                    endpoints,
+                    prefix: DEFAULT_ETCD_PREFIX.to_string(),
+                })
+            }
+            _ => Err(format!(
+                "{s:?} is not a store: use `sled` or `etcd=http://host:2379[,http://host2:2379...]`"
+            )),
+        }
+    }
+}
+
+/// The etcd key prefix of a cluster unless `--etcd-prefix` says otherwise.
+pub const DEFAULT_ETCD_PREFIX: &str = "/kubeling";
+
+/// The id of the cluster whose data directory this is: made once, kept in `DATA/cluster-id`. An etcd prefix
+/// belongs to one cluster id.
+pub fn cluster_id(data_dir: &Path) -> std::io::Result<String> {
+    let path = data_dir.join("cluster-id");
+    match std::fs::read_to_string(&path) {
+        Ok(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+        _ => {
+            std::fs::create_dir_all(data_dir)?;
+            let id = uuid::Uuid::new_v4().to_string();
+            std::fs::write(&path, &id)?;
+            Ok(id)
+        }
+    }
 }
 
 /// Why the API server could not start.
@@ -136,8 +212,24 @@ impl ApiServer {
             vec![config.bind.to_string()]
         };
         let tls = tls::load_or_create(&config.data_dir.join("pki"), &extra_sans)?;
-        let store: Arc<dyn Store> = Arc::new(SledStore::open(&config.data_dir.join("db"))?);
-        let storage = Storage::open(store, config.hub)?;
+        let storage = match &config.store {
+            StoreChoice::Sled => {
+                let store: Arc<dyn Store> = Arc::new(SledStore::open(&config.data_dir.join("db"))?);
+                Storage::open(store, config.hub)?
+            }
+            StoreChoice::Etcd { endpoints, prefix } => {
+                let cluster_id = cluster_id(&config.data_dir).map_err(|source| StartError::DataDir {
+                    path: config.data_dir.clone(),
+                    source,
+                })?;
+                let cfg = storage::EtcdConfig {
+                    endpoints: endpoints.clone(),
+                    prefix: prefix.clone(),
+                    cluster_id,
+                };
+                Storage::open_etcd(&cfg, config.hub).await?
+            }
+        };
         Self::start_with(config, storage, tls).await
     }
 
@@ -216,5 +308,33 @@ impl ApiServer {
         }
         let storage = self.storage.clone();
         let _ = tokio::task::spawn_blocking(move || storage.shutdown()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_flags_parse_as_sled_or_etcd_urls() {
+        assert_eq!("sled".parse::<StoreChoice>(), Ok(StoreChoice::Sled));
+        assert_eq!(
+            "etcd=http://a:2379, http://b:2379".parse::<StoreChoice>(),
+            Ok(StoreChoice::Etcd {
+                endpoints: vec!["http://a:2379".into(), "http://b:2379".into()],
+                prefix: DEFAULT_ETCD_PREFIX.into(),
+            })
+        );
+        for bad in ["", "mysql", "etcd=", "etcd=a:2379", "etcd=https://a:2379", "sled=x"] {
+            assert!(bad.parse::<StoreChoice>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_data_dir_keeps_its_cluster_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = cluster_id(dir.path()).unwrap();
+        assert_eq!(cluster_id(dir.path()).unwrap(), first);
+        assert_ne!(cluster_id(&dir.path().join("other")).unwrap(), first);
     }
 }

@@ -191,17 +191,22 @@ pub fn controllers_config(ca_pem: String, volumes_dir: PathBuf) -> controllers::
     }
 }
 
-/// The CA bundle of the current context's cluster in a kubeconfig (`certificate-authority-data`).
-pub fn kubeconfig_ca(path: &Path) -> Option<String> {
+/// The current context's cluster in a kubeconfig.
+fn current_cluster(path: &Path) -> Option<kube::config::Cluster> {
     let kc = kube::config::Kubeconfig::read_from(path).ok()?;
     let current = kc.current_context.clone()?;
     let ctx = kc.contexts.iter().find(|c| c.name == current)?.context.clone()?;
-    let cluster = kc
-        .clusters
-        .iter()
-        .find(|c| c.name == ctx.cluster)?
-        .cluster
-        .clone()?;
+    kc.clusters.into_iter().find(|c| c.name == ctx.cluster)?.cluster
+}
+
+/// The server URL of the current context's cluster in a kubeconfig.
+pub fn kubeconfig_server(path: &Path) -> Option<String> {
+    current_cluster(path)?.server
+}
+
+/// The CA bundle of the current context's cluster in a kubeconfig (`certificate-authority-data`).
+pub fn kubeconfig_ca(path: &Path) -> Option<String> {
+    let cluster = current_cluster(path)?;
     if let Some(data) = cluster.certificate_authority_data {
         use base64::Engine;
         let pem = base64::engine::general_purpose::STANDARD

@@ -66,6 +66,12 @@ pub struct AgentConfig {
     pub services: bool,
     /// The API server's address on this host, for the `kubernetes` Service's endpoints; none leaves them.
     pub apiserver: Option<std::net::SocketAddr>,
+    /// The id that marks this cluster's containers and names its Docker network; none reads (or makes) the
+    /// one in `data_dir`. Node agents of one cluster on one Docker share it, and so share the network.
+    pub cluster_id: Option<String>,
+    /// Run the service gateway and the Service proxy (with `services`). Of several node agents on one Docker
+    /// only one does: the gateway serves the whole cluster network, and so every node's pods.
+    pub service_proxy: bool,
 }
 
 /// upstream: `fileCheckFrequency` and `httpCheckFrequency` default to 20 s.
@@ -90,6 +96,8 @@ impl AgentConfig {
             dns: Default::default(),
             services: true,
             apiserver: None,
+            cluster_id: None,
+            service_proxy: true,
         }
     }
 }
@@ -126,7 +134,16 @@ fn rand_u64() -> u64 {
 /// Run the node agent until `cancel`. Containers keep running after it stops (simulated ones end with it).
 pub async fn run(client: kube::Client, cfg: AgentConfig, cancel: CancellationToken) -> std::io::Result<()> {
     let owner = Owner {
-        cluster: cluster_id(&cfg.data_dir)?,
+        cluster: match &cfg.cluster_id {
+            Some(id) => {
+                // Kept in this node's data dir too: what finds the cluster's containers and network by it
+                // (and tells a live cluster's network from an orphan's) reads it there.
+                std::fs::create_dir_all(&cfg.data_dir)?;
+                std::fs::write(cfg.data_dir.join("cluster-id"), id)?;
+                id.clone()
+            }
+            None => cluster_id(&cfg.data_dir)?,
+        },
         node: cfg.node_name.clone(),
     };
     let (runtime, prober): (Arc<dyn ContainerRuntime>, Option<Arc<dyn Prober>>) = match cfg.runtime {
@@ -222,7 +239,7 @@ async fn docker_runtime(
     }
     let (docker, proxy) = if cfg.services {
         match setup_network(&docker, &owner.cluster, cfg).await {
-            Ok(net) => {
+            Ok(net) if cfg.service_proxy => {
                 tokio::spawn(keep_gateway(
                     docker.clone(),
                     owner.cluster.clone(),
@@ -237,6 +254,8 @@ async fn docker_runtime(
                 };
                 (docker.with_pod_network(net.pod_network(own_pause)), Some(proxy))
             }
+            // Another node agent of this cluster on this Docker runs the gateway: pods join its network.
+            Ok(net) => (docker.with_pod_network(net.pod_network(own_pause)), None),
             Err(e) => {
                 tracing::error!(error = %e, "cannot set up the cluster network; pods use Docker's default bridge and Services do not route");
                 (docker, None)
@@ -263,9 +282,15 @@ async fn setup_network(
     cluster: &str,
     cfg: &AgentConfig,
 ) -> Result<crate::network::ClusterNetwork, crate::network::NetworkError> {
+    // Node agents of one process set up one network at a time: Docker creates two networks of one name
+    // when asked at the same moment.
+    static SETUP: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _one_at_a_time = SETUP.lock().await;
     crate::network::remove_orphans(docker.client()).await;
     let net = crate::network::ensure_network(docker.client(), cluster, &cfg.data_dir).await?;
-    crate::network::ensure_gateway(docker, cluster, &net).await?;
+    if cfg.service_proxy {
+        crate::network::ensure_gateway(docker, cluster, &net).await?;
+    }
     Ok(net)
 }
 

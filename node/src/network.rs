@@ -343,10 +343,11 @@ pub async fn remove_orphans(docker: &Docker) {
     };
     for n in networks {
         let labels = n.labels.unwrap_or_default();
-        let (Some(dir), Some(id), Some(name)) = (
+        let (Some(dir), Some(id), Some(name), Some(net_id)) = (
             labels.get(LABEL_DATA_DIR),
             labels.get(LABEL_NETWORK_CLUSTER),
             n.name,
+            n.id,
         ) else {
             continue;
         };
@@ -355,7 +356,8 @@ pub async fn remove_orphans(docker: &Docker) {
         }
         let options = RemoveContainerOptionsBuilder::new().force(true).build();
         let _ = docker.remove_container(&gateway_name(id), Some(options)).await;
-        match docker.remove_network(&name).await {
+        // By id: two networks can share a name when created at the same moment.
+        match docker.remove_network(&net_id).await {
             Ok(()) => info!(network = %name, data_dir = %dir, "removed the network of a deleted cluster"),
             Err(e) => warn!(network = %name, error = %e, "cannot remove the network of a deleted cluster"),
         }

@@ -62,6 +62,7 @@ async fn the_token_volume_carries_a_pod_bound_token_the_ca_and_the_namespace() {
         hub: Default::default(),
         service_account_admission: true,
         event_ttl: apiserver::registry::event_ttl::DEFAULT_EVENT_TTL,
+        store: Default::default(),
     })
     .await
     .unwrap();

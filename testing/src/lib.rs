@@ -127,6 +127,7 @@ impl TestCluster {
             hub: Default::default(),
             service_account_admission: options.controllers,
             event_ttl: Duration::from_secs(3600),
+            store: Default::default(),
         };
         let mut cfg = cluster::ClusterConfig {
             server,

@@ -152,6 +152,22 @@ impl Cluster {
         }
     }
 
+    /// Give this API server a kubeconfig of its own (a copy naming its URL): API servers sharing a data
+    /// directory (etcd store) each rewrite `DATA/kubeconfig` with their own address.
+    pub fn own_kubeconfig(&mut self) {
+        let text = std::fs::read_to_string(&self.kubeconfig).unwrap();
+        let fixed: String = text
+            .lines()
+            .map(|l| match l.trim_start().strip_prefix("server: ") {
+                Some(_) => format!("{}server: {}\n", &l[..l.len() - l.trim_start().len()], self.url),
+                None => format!("{l}\n"),
+            })
+            .collect();
+        let own = self.cache_dir.path().join("kubeconfig");
+        std::fs::write(&own, fixed).unwrap();
+        self.kubeconfig = own;
+    }
+
     /// Run kubectl with this cluster's kubeconfig.
     pub fn kubectl(&self, args: &[&str]) -> Output {
         self.kubectl_stdin(args, None)

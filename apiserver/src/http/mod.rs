@@ -344,6 +344,16 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
                 );
             }
             let verbose = query.get("verbose").is_some();
+            if which == "readyz" && !st.registry.storage().ready() {
+                return text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    if verbose {
+                        "[+]ping ok\n[-]etcd failed: reason withheld\nreadyz check failed\n"
+                    } else {
+                        "[-]etcd failed: reason withheld\nreadyz check failed\n"
+                    },
+                );
+            }
             match (which.as_str(), verbose) {
                 ("readyz", true) => get_only(text(
                     StatusCode::OK,
@@ -495,6 +505,24 @@ fn negotiate(headers: &HeaderMap) -> Result<Format, ApiError> {
     request::negotiate(accept).map_err(ApiError::not_acceptable)
 }
 
+/// With several API servers on one etcd, a read sees every write acknowledged anywhere before it: a read
+/// of the latest state (no `resourceVersion`) first catches up with etcd's current revision, and a read or
+/// watch from `resourceVersion=N` waits until this server has applied N (upstream's watch cache does the
+/// same). With sled there is one API server and nothing to wait for.
+async fn consistent_read(st: &ServerState, query: &Query, watching: bool) -> Result<(), ApiError> {
+    let storage = st.registry.storage();
+    match query.get("resourceVersion").filter(|s| !s.is_empty()) {
+        None if !watching => storage.catch_up().await?,
+        None => {}
+        Some(rv) => {
+            if let Ok(n) = rv.parse::<u64>() {
+                storage.wait_for_revision(n).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
 async fn resource(
     st: &ServerState,
     method: Method,
@@ -506,6 +534,9 @@ async fn resource(
     let info = r.info;
     let ns = r.namespace.as_deref();
     let watching = r.watch_prefix || query.flag("watch")?;
+    if method == Method::GET {
+        consistent_read(st, &query, watching).await?;
+    }
     if info.only_verbs.is_some() && r.subresource.is_none() {
         let verb = request::verb(&method, r.name.is_some(), watching);
         if !info.serves(verb) {

@@ -42,6 +42,15 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Closed => ApiError::unavailable("the server is shutting down"),
+            StoreError::Unavailable(why) => ApiError::unavailable(why),
+            StoreError::Conflict { key } => {
+                // `<group>/<resource>/<namespace>/<name>` (cluster-scoped: no namespace).
+                let mut parts = key.split('/');
+                let group = parts.next().unwrap_or_default();
+                let resource = parts.next().unwrap_or_default();
+                let name = key.rsplit('/').next().unwrap_or_default();
+                ApiError::stale(resource, group, name)
+            }
             other => ApiError::internal(other),
         }
     }
@@ -283,6 +292,21 @@ impl Registry {
 
     /// Create the system namespaces and the `kubernetes` service if missing (first start).
     pub async fn bootstrap(&self) -> Result<(), ApiError> {
+        // Another API server on the same etcd may be making the same objects: a lost race is a Conflict,
+        // and the next round finds its objects in place.
+        let mut rounds = 0;
+        loop {
+            match self.bootstrap_once().await {
+                Err(e) if e.reason == "Conflict" && rounds < 5 => {
+                    rounds += 1;
+                    self.storage.catch_up().await?;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn bootstrap_once(&self) -> Result<(), ApiError> {
         let ns = resources::find("", "v1", "namespaces").expect("namespaces are served");
         for name in SYSTEM_NAMESPACES {
             if self.storage.get(&ns.key(None, name)).is_none() {

@@ -12,9 +12,11 @@
 //! All objects live in memory (like upstream's watch cache); the `Store` is the durable copy, read once at
 //! start-up. That keeps reads fast and lets the engine be swapped (sled today; an in-memory store for tests).
 
+mod etcd_store;
 mod memory;
 mod sled_store;
 
+pub use etcd_store::EtcdConfig;
 pub use memory::MemoryStore;
 pub use sled_store::SledStore;
 
@@ -46,6 +48,17 @@ pub enum StoreError {
     /// The storage is shutting down.
     #[error("storage is shut down")]
     Closed,
+    /// The engine cannot be reached now (etcd down); the request may be retried.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    /// Another API server changed the key between this write's read and its commit (etcd store).
+    #[error(
+        "the object under {key} has been modified; please apply your changes to the latest version and try again"
+    )]
+    Conflict {
+        /// The key.
+        key: String,
+    },
 }
 
 /// One key's new value (`None`: removed).
@@ -230,7 +243,11 @@ struct Pending {
 }
 
 struct Inner {
-    store: Arc<dyn Store>,
+    /// The local engine (none with etcd, which is written directly).
+    store: Option<Arc<dyn Store>>,
+    etcd: Option<Arc<etcd_store::Etcd>>,
+    /// Ends the etcd watch and compaction tasks.
+    stop: tokio_util::sync::CancellationToken,
     writer: Mutex<Writer>,
     committed: RwLock<Committed>,
     hub: Arc<Hub>,
@@ -259,29 +276,70 @@ impl Storage {
             let stored = Stored::decode(&key, bytes)?;
             objects.insert(key, Arc::new(stored));
         }
-        let revision = loaded.revision;
-        let (durable, _) = tokio_watch::channel(revision);
-        let inner = Arc::new(Inner {
-            store,
-            writer: Mutex::new(Writer {
-                revision,
-                overlay: HashMap::new(),
-            }),
-            committed: RwLock::new(Committed { revision, objects }),
-            hub: Hub::new(hub_config, revision),
-            pending: Mutex::new(Pending {
-                events: VecDeque::new(),
-                shutdown: false,
-            }),
-            wake: Condvar::new(),
-            durable,
-        });
+        let inner = Inner::new(Some(store), None, loaded.revision, objects, hub_config);
         let flusher = inner.clone();
         std::thread::Builder::new()
             .name("kubeling-flusher".into())
             .spawn(move || flusher.flush_loop())
             .map_err(|e| StoreError::Engine(format!("starting the flusher thread: {e}")))?;
         Ok(Storage { inner })
+    }
+
+    /// Connect to etcd, check the prefix belongs to this cluster, load every object, and follow etcd's
+    /// changes from there (see [`etcd_store`]). Needs a tokio runtime.
+    pub async fn open_etcd(cfg: &EtcdConfig, hub_config: HubConfig) -> Result<Storage, StoreError> {
+        let (etcd, revision, loaded) = etcd_store::Etcd::open(cfg).await?;
+        let objects = etcd_store::objects(loaded);
+        let etcd = Arc::new(etcd);
+        let inner = Inner::new(None, Some(etcd.clone()), revision, objects, hub_config);
+        tokio::spawn(inner.clone().etcd_watch_loop(etcd.clone()));
+        tokio::spawn(etcd_store::compact_loop(etcd, inner.stop.clone()));
+        Ok(Storage { inner })
+    }
+
+    /// False while the storage engine cannot be reached (etcd down): `/readyz` says not ready.
+    pub fn ready(&self) -> bool {
+        self.inner
+            .etcd
+            .as_ref()
+            .is_none_or(|e| e.healthy.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Wait until this server has applied every change committed anywhere before this call (etcd: several
+    /// API servers write; sled: nothing to wait for). Consistent reads call it first, as upstream's
+    /// consistent list from the watch cache waits for etcd's current revision.
+    pub async fn catch_up(&self) -> Result<(), StoreError> {
+        let Some(etcd) = &self.inner.etcd else {
+            return Ok(());
+        };
+        let target = etcd.current_revision().await?;
+        self.wait_applied(etcd, target).await
+    }
+
+    /// Wait until this server has applied `revision` (a resourceVersion a client got from another API server).
+    pub async fn wait_for_revision(&self, revision: u64) -> Result<(), StoreError> {
+        match &self.inner.etcd {
+            Some(etcd) if revision > self.revision() => self.wait_applied(etcd, revision).await,
+            _ => Ok(()),
+        }
+    }
+
+    async fn wait_applied(&self, etcd: &etcd_store::Etcd, target: u64) -> Result<(), StoreError> {
+        if self.revision() >= target {
+            return Ok(());
+        }
+        // Changes outside the object prefix advance etcd's revision too: a progress notification says when
+        // the watch has sent everything up to the current revision.
+        etcd.request_progress();
+        let mut rx = self.inner.durable.subscribe();
+        match tokio::time::timeout(etcd_store::CATCH_UP, rx.wait_for(|&d| d >= target)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(_)) => Err(StoreError::Closed),
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "this API server has not yet seen etcd's revision {target} (it is at {})",
+                self.revision()
+            ))),
+        }
     }
 
     /// The last committed revision.
@@ -296,7 +354,7 @@ impl Storage {
 
     /// Bytes on disk, if known.
     pub fn size_on_disk(&self) -> Option<u64> {
-        self.inner.store.size_on_disk()
+        self.inner.store.as_ref().and_then(|s| s.size_on_disk())
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Committed> {
@@ -390,6 +448,12 @@ impl Storage {
     where
         E: From<StoreError>,
     {
+        if let Some(etcd) = &self.inner.etcd {
+            return self.write_etcd(etcd, key, decide).await;
+        }
+        let Some(store) = &self.inner.store else {
+            return Err(StoreError::Closed.into());
+        };
         let (written, revision) = {
             let mut w = lock(&self.inner.writer);
             let current = match w.overlay.get(key) {
@@ -403,17 +467,7 @@ impl Storage {
                     let object = current.expect("Keep needs an existing object");
                     return Ok(Written { object, event: None });
                 }
-                Decision::Preview(value) => {
-                    let bytes = Bytes::from(crate::encode::to_vec(&value));
-                    return Ok(Written {
-                        object: Arc::new(Stored {
-                            revision: 0,
-                            selectable: Selectable::of(&value),
-                            bytes,
-                        }),
-                        event: None,
-                    });
-                }
+                Decision::Preview(value) => return Ok(preview(value)),
                 Decision::Put(value) => {
                     let stored = Arc::new(Stored::new(revision, value));
                     let kind = if current.is_some() {
@@ -433,7 +487,7 @@ impl Storage {
             };
             let (object, new_state) = change;
             let bytes = new_state.as_ref().map(|s| s.bytes.clone());
-            self.inner.store.write(
+            store.write(
                 revision,
                 &[Change {
                     key: key.to_string(),
@@ -467,6 +521,84 @@ impl Storage {
         Ok(written)
     }
 
+    /// The etcd write: decide on the current object, then a transaction that writes only if the key is still
+    /// at that object's revision; answered once this server's watch has applied it.
+    async fn write_etcd<E>(
+        &self,
+        etcd: &Arc<etcd_store::Etcd>,
+        key: &str,
+        decide: impl FnOnce(Option<&Arc<Stored>>) -> Result<Decision, E>,
+    ) -> Result<Written, E>
+    where
+        E: From<StoreError>,
+    {
+        let guard = etcd.writer.lock().await;
+        if self.inner.stop.is_cancelled() {
+            return Err(StoreError::Closed.into());
+        }
+        let current = {
+            let w = lock(&self.inner.writer);
+            match w.overlay.get(key) {
+                Some((_, pending)) => pending.clone(),
+                None => self.get(key),
+            }
+        };
+        let (kind, value) = match decide(current.as_ref())? {
+            Decision::Keep => {
+                let object = current.expect("Keep needs an existing object");
+                return Ok(Written { object, event: None });
+            }
+            Decision::Preview(value) => return Ok(preview(value)),
+            Decision::Put(value) if current.is_some() => (EventType::Modified, Some(value)),
+            Decision::Put(value) => (EventType::Added, Some(value)),
+            Decision::Delete if current.is_none() => {
+                return Err(StoreError::Engine(format!("delete of missing key {key}")).into());
+            }
+            Decision::Delete => (EventType::Deleted, None),
+        };
+        let expected = current.as_ref().map_or(0, |c| c.revision);
+        let bytes = value.as_ref().map(etcd_store::etcd_bytes);
+        let Some(revision) = etcd.put_if(key, expected, bytes).await? else {
+            drop(guard);
+            // Another API server wrote the key first: its change is applied before the refusal, so the
+            // client's next read sees it.
+            let _ = self.catch_up().await;
+            return Err(StoreError::Conflict { key: key.to_string() }.into());
+        };
+        let (object, new_state) = match (value, current) {
+            (Some(v), _) => {
+                let s = Arc::new(Stored::new(revision, v));
+                (s.clone(), Some(s))
+            }
+            (None, Some(old)) => (Arc::new(Stored::new(revision, old.value())), None),
+            (None, None) => unreachable!("a delete has a current object"),
+        };
+        {
+            let mut w = lock(&self.inner.writer);
+            // The watch may have applied it already; then the committed view has it.
+            if revision > self.revision() {
+                w.overlay.insert(key.to_string(), (revision, new_state));
+            }
+        }
+        drop(guard);
+        let mut rx = self.inner.durable.subscribe();
+        if tokio::time::timeout(etcd_store::CATCH_UP, rx.wait_for(|&d| d >= revision))
+            .await
+            .is_err()
+        {
+            // Committed in etcd (so acknowledged, as upstream), but this server's watch is behind.
+            tracing::warn!(
+                key,
+                revision,
+                "written to etcd, but the watch has not delivered it yet"
+            );
+        }
+        Ok(Written {
+            object,
+            event: Some(kind),
+        })
+    }
+
     async fn wait_durable(&self, revision: u64) -> Result<(), StoreError> {
         let mut rx = self.inner.durable.subscribe();
         let reached = rx
@@ -481,6 +613,11 @@ impl Storage {
 
     /// Stop accepting writes, flush what is queued, end every watch. Idempotent.
     pub fn shutdown(&self) {
+        self.inner.stop.cancel();
+        let Some(store) = &self.inner.store else {
+            self.inner.hub.close_all();
+            return;
+        };
         {
             let mut p = lock(&self.inner.pending);
             p.shutdown = true;
@@ -492,15 +629,58 @@ impl Storage {
             p = self.inner.wake.wait(p).unwrap_or_else(|e| e.into_inner());
         }
         drop(p);
-        if let Err(e) = self.inner.store.flush() {
+        if let Err(e) = store.flush() {
             tracing::error!(error = %e, "final flush failed");
         }
         self.inner.hub.close_all();
     }
 }
 
+/// A dry run's answer: the would-be object, with no revision.
+fn preview(value: Value) -> Written {
+    let bytes = Bytes::from(crate::encode::to_vec(&value));
+    Written {
+        object: Arc::new(Stored {
+            revision: 0,
+            selectable: Selectable::of(&value),
+            bytes,
+        }),
+        event: None,
+    }
+}
+
 impl Inner {
+    fn new(
+        store: Option<Arc<dyn Store>>,
+        etcd: Option<Arc<etcd_store::Etcd>>,
+        revision: u64,
+        objects: BTreeMap<String, Arc<Stored>>,
+        hub_config: HubConfig,
+    ) -> Arc<Inner> {
+        let (durable, _) = tokio_watch::channel(revision);
+        Arc::new(Inner {
+            store,
+            etcd,
+            stop: tokio_util::sync::CancellationToken::new(),
+            writer: Mutex::new(Writer {
+                revision,
+                overlay: HashMap::new(),
+            }),
+            committed: RwLock::new(Committed { revision, objects }),
+            hub: Hub::new(hub_config, revision),
+            pending: Mutex::new(Pending {
+                events: VecDeque::new(),
+                shutdown: false,
+            }),
+            wake: Condvar::new(),
+            durable,
+        })
+    }
+
     fn flush_loop(self: Arc<Self>) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
         loop {
             let batch: Vec<Arc<Event>> = {
                 let mut p = lock(&self.pending);
@@ -513,7 +693,7 @@ impl Inner {
                 }
                 p.events.iter().cloned().collect()
             };
-            if let Err(e) = self.store.flush() {
+            if let Err(e) = store.flush() {
                 // Nothing in this batch can be acknowledged: fail the waiting writes, and refuse more.
                 tracing::error!(error = %e, "flushing storage failed; writes are refused from now on");
                 self.durable.send_replace(u64::MAX);

@@ -211,6 +211,23 @@ impl Hub {
         self.lock().subscribers.remove(&id);
     }
 
+    /// Every change up to `revision` has been published (a store whose revisions also count changes
+    /// elsewhere: etcd's progress notifications).
+    pub fn advance(&self, revision: u64) {
+        let mut st = self.lock();
+        st.revision = st.revision.max(revision);
+    }
+
+    /// Start over at `revision` with no history: the events before it are unknown (the store reloaded
+    /// after missing changes). Every watcher ends; resuming from before `revision` is refused (410).
+    pub fn reset(&self, revision: u64) {
+        let mut st = self.lock();
+        st.history.clear();
+        st.oldest_resumable = revision;
+        st.revision = revision;
+        st.subscribers.clear();
+    }
+
     /// Drop every watcher: their streams end (used at shutdown).
     pub fn close_all(&self) {
         self.lock().subscribers.clear();

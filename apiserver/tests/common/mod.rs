@@ -99,6 +99,7 @@ fn config(data_dir: PathBuf, port: u16, hub: HubConfig) -> Config {
         // create the ServiceAccount and use `start_with_admission`.
         service_account_admission: false,
         event_ttl: apiserver::registry::event_ttl::DEFAULT_EVENT_TTL,
+        store: Default::default(),
     }
 }
 

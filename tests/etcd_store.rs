@@ -1,0 +1,412 @@
+//! The etcd store, as a user tries it: a real etcd (Debian's `etcd-server`, which ./test.sh installs when
+//! missing), several `kubeling apiserver --store etcd=...` on it, kubectl against each, etcd and API
+//! servers killed with SIGKILL.
+
+mod common;
+
+#[path = "../fixtures/testbox/image.rs"]
+mod testbox_image;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{Cluster, NodeAgent, eventually};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// One etcd member on free loopback ports, with its data in a temp dir; killed on drop.
+struct Etcd {
+    child: Option<Child>,
+    dir: PathBuf,
+    client_port: u16,
+    peer_port: u16,
+    _tmp: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Etcd {
+    fn start() -> Etcd {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut e = Etcd {
+            child: None,
+            dir: tmp.path().join("etcd"),
+            client_port: free_port(),
+            peer_port: free_port(),
+            _tmp: tmp,
+        };
+        e.run();
+        e
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    fn store_arg(&self) -> String {
+        format!("etcd={}", self.url())
+    }
+
+    fn run(&mut self) {
+        let client = self.url();
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let child = Command::new("etcd")
+            .arg("--data-dir")
+            .arg(&self.dir)
+            .args(["--name", "default"])
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .args(["--initial-cluster", &format!("default={peer}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd is installed (./test.sh installs etcd-server when missing)");
+        self.child = Some(child);
+        eventually(WAIT, "etcd to answer /health", || {
+            let out = Command::new("curl")
+                .args(["-s", "-m", "2", &format!("{client}/health")])
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&out.stdout)
+                .contains("\"health\":\"true\"")
+                .then_some(())
+        });
+    }
+
+    fn kill9(&mut self) {
+        let mut c = self.child.take().unwrap();
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `kubeling apiserver --store etcd=...` on `data_dir`, with a kubeconfig of its own.
+fn apiserver(data_dir: &Path, etcd: &Etcd, extra: &[&str]) -> Cluster {
+    let store = etcd.store_arg();
+    let mut args = vec!["--store", store.as_str()];
+    args.extend_from_slice(extra);
+    let mut c = Cluster::start_with(data_dir, 0, "apiserver", &args, None);
+    c.own_kubeconfig();
+    c
+}
+
+fn json_of(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+fn rv(obj: &Value) -> u64 {
+    obj["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// A raw watch stream (`kubectl get --raw ...?watch=1`): its events as JSON, one per line.
+struct Watch {
+    child: Child,
+    rx: mpsc::Receiver<Value>,
+}
+
+impl Watch {
+    fn start(c: &Cluster, path: &str) -> Watch {
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&c.kubeconfig)
+            .args(["get", "--raw", path])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    let _ = tx.send(v);
+                }
+            }
+        });
+        Watch { child, rx }
+    }
+
+    fn next(&self) -> Value {
+        self.rx.recv_timeout(WAIT).expect("the watch sent no event")
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn readyz(c: &Cluster) -> u16 {
+    c.curl("GET", "/readyz", Some(&c.token()), "application/json", None)
+        .0
+}
+
+#[test]
+fn two_api_servers_on_one_etcd_serve_the_same_objects_and_every_watcher_sees_every_change() {
+    let etcd = Etcd::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let mut a = apiserver(&dir, &etcd, &[]);
+    let b = apiserver(&dir, &etcd, &[]);
+    assert_ne!(a.url, b.url);
+
+    // A watch on B from its current revision, opened before any write through A.
+    let start = rv(&json_of(&b.ok(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/default/configmaps",
+    ])));
+    let watch = Watch::start(
+        &b,
+        &format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={start}"),
+    );
+
+    let created = json_of(&a.ok(&[
+        "create",
+        "configmap",
+        "shared",
+        "--from-literal=k=1",
+        "-o",
+        "json",
+    ]));
+    // Read your write through the other server: at once, no polling.
+    let seen = json_of(&b.ok(&["get", "configmap", "shared", "-o", "json"]));
+    assert_eq!(rv(&seen), rv(&created), "B serves the object A acknowledged");
+    // (kubectl label -o json prints the object it sent, with the old resourceVersion: read it back.)
+    a.ok(&["label", "configmap", "shared", "step=2"]);
+    let labelled = json_of(&a.ok(&["get", "configmap", "shared", "-o", "json"]));
+    assert!(rv(&labelled) > rv(&created));
+    a.ok(&["delete", "configmap", "shared"]);
+
+    let events: Vec<(String, u64)> = (0..3)
+        .map(|_| {
+            let e = watch.next();
+            (e["type"].as_str().unwrap().to_string(), rv(&e["object"]))
+        })
+        .collect();
+    assert_eq!(events[0], ("ADDED".to_string(), rv(&created)));
+    assert_eq!(events[1], ("MODIFIED".to_string(), rv(&labelled)));
+    assert_eq!(events[2].0, "DELETED");
+    assert!(events[2].1 > rv(&labelled), "{events:?}");
+    // Each change once: nothing more arrives.
+    assert!(watch.rx.recv_timeout(Duration::from_millis(500)).is_err());
+
+    // A stale update through B of an object A changed is a 409, as upstream.
+    let obj = json_of(&a.ok(&["create", "configmap", "raced", "--from-literal=k=1", "-o", "json"]));
+    a.ok(&["label", "configmap", "raced", "by=a"]);
+    let mut stale = obj.clone();
+    stale["data"]["k"] = "2".into();
+    let out = b.kubectl_stdin(&["replace", "-f", "-"], Some(&stale.to_string()));
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the object has been modified"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Many writes through A, then A dies by SIGKILL: B serves every acknowledged one and keeps writing.
+    let mut acked = Vec::new();
+    for i in 0..20 {
+        let o = json_of(&a.ok(&[
+            "create",
+            "configmap",
+            &format!("n{i}"),
+            "--from-literal=i=1",
+            "-o",
+            "json",
+        ]));
+        acked.push((format!("n{i}"), rv(&o)));
+    }
+    a.kill9();
+    let listed = json_of(&b.ok(&["get", "configmaps", "-o", "json"]));
+    for (name, version) in &acked {
+        let found = listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["metadata"]["name"] == name.as_str())
+            .unwrap_or_else(|| panic!("{name} lost after the other API server was killed"));
+        assert_eq!(rv(found), *version);
+    }
+    let after = json_of(&b.ok(&["create", "configmap", "after", "--from-literal=k=1", "-o", "json"]));
+    assert!(
+        rv(&after) > acked.last().unwrap().1,
+        "resourceVersions never go back"
+    );
+}
+
+#[test]
+fn an_api_server_is_not_ready_while_etcd_is_down_and_resumes_its_watches_when_it_returns() {
+    let mut etcd = Etcd::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = apiserver(&tmp.path().join("data"), &etcd, &[]);
+    assert_eq!(readyz(&a), 200);
+    let first = json_of(&a.ok(&[
+        "create",
+        "configmap",
+        "before",
+        "--from-literal=k=1",
+        "-o",
+        "json",
+    ]));
+    let watch = Watch::start(
+        &a,
+        &format!(
+            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={}",
+            rv(&first)
+        ),
+    );
+
+    etcd.kill9();
+    eventually(WAIT, "/readyz to say 503 while etcd is down", || {
+        (readyz(&a) == 503).then_some(())
+    });
+    // A write is refused with a Status, not lost and not a 500.
+    let (code, status) = a.curl(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some(&a.token()),
+        "application/json",
+        Some(br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"during"}}"#),
+    );
+    assert_eq!(code, 503, "{status}");
+    assert_eq!(status["kind"], "Status", "{status}");
+
+    etcd.run();
+    eventually(WAIT, "/readyz to say 200 once etcd is back", || {
+        (readyz(&a) == 200).then_some(())
+    });
+    let names = a.ok(&["get", "configmaps", "-o", "name"]);
+    assert!(names.contains("configmap/before"), "{names}");
+    assert!(!names.contains("configmap/during"), "{names}");
+    let later = json_of(&a.ok(&["create", "configmap", "later", "--from-literal=k=1", "-o", "json"]));
+    assert!(rv(&later) > rv(&first));
+    // The watch opened before the outage goes on: it sees the write made after it.
+    let e = watch.next();
+    assert_eq!(e["type"], "ADDED", "{e}");
+    assert_eq!(e["object"]["metadata"]["name"], "later", "{e}");
+}
+
+#[test]
+fn bad_store_settings_fail_at_start_with_a_clear_error() {
+    let run = |args: &[&str], dir: &Path| {
+        let t0 = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_kubeling"))
+            .arg("apiserver")
+            .arg("--data-dir")
+            .arg(dir)
+            .args(["--port", "0", "--no-kubeconfig-merge"])
+            .args(args)
+            .env("KUBELING_LOG", "warn")
+            .output()
+            .unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(20), "exits promptly");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, err) = run(&["--store", "mysql"], &tmp.path().join("a"));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("is not a store"), "{err}");
+    let (code, err) = run(&["--store", "etcd=127.0.0.1:2379"], &tmp.path().join("a"));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("is not an etcd URL"), "{err}");
+
+    // Nothing listens there.
+    let closed = format!("etcd=http://127.0.0.1:{}", free_port());
+    let (code, err) = run(&["--store", &closed], &tmp.path().join("a"));
+    assert_eq!(code, Some(1));
+    assert!(err.contains("cannot reach etcd"), "{err}");
+
+    // A prefix owned by another cluster (another data directory's) is refused, and left as it was.
+    let etcd = Etcd::start();
+    let owner = apiserver(&tmp.path().join("owner"), &etcd, &[]);
+    owner.ok(&["create", "configmap", "mine", "--from-literal=k=1"]);
+    let (code, err) = run(&["--store", &etcd.store_arg()], &tmp.path().join("other"));
+    assert_eq!(code, Some(1));
+    assert!(err.contains("another cluster's objects"), "{err}");
+    assert!(
+        owner
+            .ok(&["get", "configmap", "mine", "-o", "name"])
+            .contains("configmap/mine")
+    );
+    // Its own prefix is free.
+    let mut other = Cluster::start_with(
+        &tmp.path().join("other"),
+        0,
+        "apiserver",
+        &["--store", &etcd.store_arg(), "--etcd-prefix", "/other"],
+        None,
+    );
+    other.own_kubeconfig();
+    assert!(!other.ok(&["get", "configmaps", "-o", "name"]).contains("mine"));
+}
+
+#[test]
+fn a_pod_created_through_one_api_server_runs_on_a_node_agent_of_the_other() {
+    let image = testbox_image::ensure_testbox_image();
+    let etcd = Etcd::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let a = apiserver(&dir, &etcd, &[]);
+    let b = apiserver(&dir, &etcd, &[]);
+    let _node = NodeAgent::spawn(
+        &a.kubeconfig,
+        &tmp.path().join("node"),
+        &["--node-name", "etcd-node"],
+    );
+    b.wait_json(&["node", "etcd-node"], WAIT, |n| {
+        n["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    });
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  nodeName: etcd-node\n  containers:\n  - name: main\n    image: {image}\n    args: [\"serve\", \"--port\", \"8080\"]\n"
+    );
+    b.ok_stdin(&["create", "-f", "-"], &pod);
+    b.wait_json(&["pod", "web"], Duration::from_secs(60), |p| {
+        p["status"]["phase"] == "Running"
+    });
+    b.ok(&["delete", "pod", "web", "--grace-period=1"]);
+    eventually(Duration::from_secs(60), "the pod to be gone", || {
+        let out = a.kubectl(&["get", "pod", "web"]);
+        (!out.status.success()).then_some(())
+    });
+}
