@@ -15,6 +15,7 @@ mod api;
 mod controllers;
 mod crd;
 mod dns;
+mod etcd;
 mod harness;
 mod pod_startup;
 mod port_forward;
@@ -22,6 +23,7 @@ mod probes;
 mod runner;
 mod services;
 mod sim;
+mod soak;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -127,6 +129,17 @@ pub(crate) struct BenchArgs {
     /// Seconds to wait for the simulated Deployment's pods to be Ready before giving up.
     #[arg(long, default_value_t = 600)]
     pub(crate) sim_timeout: u64,
+    /// Also measure the etcd store: two API servers on one etcd (started from `etcd` on PATH, in a temp
+    /// dir): serial pod creates through one, and watch fan-out from it to watchers on the other.
+    #[arg(long)]
+    pub(crate) etcd: bool,
+    /// Also run a soak: this many minutes of pod churn on Docker (`kubeling up`), printing the process's RSS
+    /// and open file descriptors every minute (e.g. 60).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) soak: u64,
+    /// Pods per batch of the soak.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) soak_batch: usize,
     /// Skip the API server measurements that otherwise always run.
     #[arg(long)]
     pub(crate) no_api: bool,
@@ -165,6 +178,12 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.sim {
         sim::run(&args, tmp.path()).await?;
     }
+    if args.etcd {
+        etcd::run(&args, tmp.path()).await?;
+    }
+    if args.soak > 0 {
+        soak::run(&args, tmp.path()).await?;
+    }
     Ok(())
 }
 
@@ -189,11 +208,17 @@ fn start(data_dir: &Path) -> anyhow::Result<Server> {
 
 /// `kubeling <subcommand>` on a free port, once it has printed its ready line.
 fn start_cmd(data_dir: &Path, subcommand: &str) -> anyhow::Result<Server> {
+    start_with(data_dir, subcommand, &[])
+}
+
+/// `start_cmd` with `extra` flags.
+fn start_with(data_dir: &Path, subcommand: &str, extra: &[&str]) -> anyhow::Result<Server> {
     use std::io::{BufRead, BufReader};
     let t0 = Instant::now();
     let mut child = Command::new(std::env::current_exe()?)
         .args([subcommand, "--port", "0", "--no-kubeconfig-merge", "--data-dir"])
         .arg(data_dir)
+        .args(extra)
         // The API server alone has no controller manager to make `default` ServiceAccounts.
         .args(if subcommand == "apiserver" {
             &["--disable-admission-plugins=ServiceAccount"][..]

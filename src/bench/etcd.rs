@@ -1,0 +1,162 @@
+//! `bench --etcd`: the etcd store. A real etcd (the `etcd` on PATH, in a temp dir, on free ports), two
+//! `kubeling apiserver --store etcd=...` sharing one data dir: serial pod creates through one (against the
+//! same client's `GET /version` floor and upstream's figure), and how long after a write's acknowledgement
+//! by one server each of `--watchers` watchers on the other has the event.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+use super::api::{pod, serial_version_gets};
+use super::{BenchArgs, client, ms, percentile, start_with};
+
+/// An etcd member, killed on drop.
+struct Etcd(Child);
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// etcd on free loopback ports with its data under `dir`, once it answers.
+async fn start_etcd(dir: &Path) -> anyhow::Result<(Etcd, String)> {
+    let (client_port, peer_port) = (free_port()?, free_port()?);
+    let url = format!("http://127.0.0.1:{client_port}");
+    let peer = format!("http://127.0.0.1:{peer_port}");
+    let child = Command::new("etcd")
+        .arg("--data-dir")
+        .arg(dir.join("etcd"))
+        .args(["--name", "default"])
+        .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
+        .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+        .args(["--initial-cluster", &format!("default={peer}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting etcd (install it: apt-get install etcd-server)")?;
+    let etcd = Etcd(child);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", client_port)).is_err() {
+        anyhow::ensure!(Instant::now() < deadline, "etcd did not start listening");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok((etcd, url))
+}
+
+pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
+    let base = dir.join("etcd-bench");
+    std::fs::create_dir_all(&base)?;
+    let (_etcd, url) = start_etcd(&base).await?;
+    let store = format!("etcd={url}");
+    let data = base.join("data");
+    let flags = ["--store", store.as_str(), "--disable-admission-plugins=ServiceAccount"];
+    let a = start_with(&data, "apiserver", &flags)?;
+    // Read before the second server rewrites DATA/kubeconfig with its own address.
+    let ca = client(&a.kubeconfig).await?;
+    let b = start_with(&data, "apiserver", &flags)?;
+    let cb = client(&b.kubeconfig).await?;
+    println!();
+    println!("etcd store: two API servers on one etcd ({url}); upstream kube-apiserver on etcd: 400-525 serial creates/s");
+
+    Api::<Namespace>::all(ca.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "bench"}}))?,
+        )
+        .await?;
+    let pods_a: Api<Pod> = Api::namespaced(ca.clone(), "bench");
+    let n = args.pods.min(1000);
+    let mut lat = Vec::with_capacity(n);
+    let t0 = Instant::now();
+    for i in 0..n {
+        let t = Instant::now();
+        pods_a
+            .create(&PostParams::default(), &pod(&format!("e{i:05}")))
+            .await?;
+        lat.push(t.elapsed());
+    }
+    let total = t0.elapsed();
+    lat.sort();
+    let version = serial_version_gets(&ca, 200).await?;
+    println!(
+        "etcd store, sequential pod creates through one server: {:.0}/s; p50 {}, p99 {}; GET /version floor {}",
+        n as f64 / total.as_secs_f64(),
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99)),
+        ms(version)
+    );
+
+    // Watchers on B, writes through A.
+    let pods_b: Api<Pod> = Api::namespaced(cb.clone(), "bench");
+    let rv = pods_b
+        .list(&Default::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    let mut tasks = Vec::new();
+    for _ in 0..args.watchers {
+        let mut stream = pods_b
+            .watch(&WatchParams::default().labels("app=fanout"), &rv)
+            .await?
+            .boxed();
+        let tx = tx.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(Ok(ev)) = stream.next().await {
+                if let WatchEvent::Added(p) = ev {
+                    let _ = tx.send((p.metadata.name.unwrap_or_default(), Instant::now()));
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let writes = 50;
+    let mut acked = std::collections::HashMap::new();
+    for i in 0..writes {
+        let name = format!("efan{i:03}");
+        let mut p = pod(&name);
+        p.metadata.labels = Some([("app".to_string(), "fanout".to_string())].into());
+        pods_a.create(&PostParams::default(), &p).await?;
+        acked.insert(name, Instant::now());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut delays = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while delays.len() < writes * args.watchers && Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_secs(1), rx.recv()).await {
+            Ok(Some((name, at))) => {
+                if let Some(ack) = acked.get(&name) {
+                    delays.push(at.saturating_duration_since(*ack));
+                }
+            }
+            _ => break,
+        }
+    }
+    for t in tasks {
+        t.abort();
+    }
+    delays.sort();
+    println!(
+        "etcd store, watch fan-out to {} watchers on the other API server: {} of {} deliveries; after the write's acknowledgement p50 {}, p99 {} (target p99 < 5 ms)",
+        args.watchers,
+        delays.len(),
+        writes * args.watchers,
+        ms(percentile(&delays, 0.5)),
+        ms(percentile(&delays, 0.99))
+    );
+    drop((a, b));
+    Ok(())
+}
