@@ -367,6 +367,53 @@ async fn unscheduled_pod_is_deleted_at_once_and_a_bound_pod_gracefully() {
     );
 }
 
+/// Regression: the deletionTimestamp was now + grace in jiff arithmetic, which panics on overflow, so a
+/// DELETE with `gracePeriodSeconds=9223372036854775807` (or a pod with that terminationGracePeriodSeconds)
+/// killed the request's connection instead of being answered.
+#[tokio::test]
+async fn deleting_a_bound_pod_with_a_grace_period_of_i64_max_saturates_the_deletion_timestamp() {
+    let r = registry().await;
+    let mut asked = pod("asked");
+    asked["spec"]["nodeName"] = json!("n1");
+    r.create(info("pods"), Some("default"), asked, &opts())
+        .await
+        .unwrap();
+    let huge = DeleteOptions {
+        grace_period_seconds: Some(i64::MAX),
+        ..Default::default()
+    };
+    let w = r
+        .delete(info("pods"), Some("default"), "asked", &huge)
+        .await
+        .unwrap();
+    let m = &w.object.value()["metadata"];
+    // jiff's last timestamp.
+    assert_eq!(m["deletionTimestamp"], "9999-12-30T22:00:00Z");
+    assert_eq!(m["deletionGracePeriodSeconds"], i64::MAX);
+    // A shorter grace still shortens it.
+    let w = r
+        .delete(info("pods"), Some("default"), "asked", &DeleteOptions::default())
+        .await
+        .unwrap();
+    let m = &w.object.value()["metadata"];
+    assert_eq!(m["deletionGracePeriodSeconds"], 30);
+
+    let mut spec = pod("spec");
+    spec["spec"]["nodeName"] = json!("n1");
+    spec["spec"]["terminationGracePeriodSeconds"] = json!(i64::MAX);
+    r.create(info("pods"), Some("default"), spec, &opts())
+        .await
+        .unwrap();
+    let w = r
+        .delete(info("pods"), Some("default"), "spec", &DeleteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        w.object.value()["metadata"]["deletionTimestamp"],
+        "9999-12-30T22:00:00Z"
+    );
+}
+
 #[tokio::test]
 async fn foreground_deletion_of_a_bound_pod_is_graceful_and_keeps_the_gc_finalizer() {
     let r = registry().await;
