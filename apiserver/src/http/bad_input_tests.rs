@@ -689,3 +689,101 @@ fn a_watch_with_a_timeout_beyond_the_clock_still_delivers_events() {
         assert!(line.starts_with(r#"{"type":"ADDED""#), "{line}");
     });
 }
+
+/// The same decoders one function at a time, with inputs the handler would refuse earlier.
+mod functions {
+    use axum::http::{HeaderMap, HeaderValue, header};
+
+    use super::*;
+    use crate::http::{Query, decode_continue, decode_object, delete_options, discovery, request, selection};
+
+    const SEGMENTS: &[&str] = &[
+        "api",
+        "apis",
+        "v1",
+        "apps",
+        "namespaces",
+        "default",
+        "pods",
+        "p",
+        "status",
+        "log",
+        "exec",
+        "watch",
+        "configmaps",
+        "deployments",
+        "scale",
+        "finalize",
+        "openapi",
+        "v2",
+        "v3",
+        "version",
+        "healthz",
+        "livez",
+        "",
+        "..",
+        "%2F",
+        "%zz",
+        "é",
+    ];
+
+    fn path() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<String>(),
+            vec(select(SEGMENTS), 0..8).prop_map(|s| format!("/{}", s.join("/"))),
+        ]
+    }
+
+    fn pods() -> &'static crate::registry::ResourceInfo {
+        resources::all()
+            .into_iter()
+            .find(|r| r.group.is_empty() && r.plural == "pods")
+            .expect("served")
+    }
+
+    proptest! {
+        #[test]
+        fn paths_route_without_panicking(p in path()) {
+            let _ = request::route(&p);
+        }
+
+        #[test]
+        fn accept_headers_negotiate_without_panicking(accept in prop_oneof![any::<String>(), select(ACCEPTS).prop_map(String::from)]) {
+            let _ = request::negotiate(Some(&accept));
+            let _ = discovery::negotiate(Some(&accept));
+        }
+
+        #[test]
+        fn query_strings_decode_or_fail_without_panicking(q in prop_oneof![any::<String>(), query()]) {
+            let query = Query::parse(Some(&q));
+            for key in QUERY_KEYS {
+                let _ = query.flag(key);
+                let _ = query.int(key);
+            }
+            let _ = query.write_options(&HeaderMap::new());
+            let _ = delete_options(&query, &HeaderMap::new(), b"");
+            let _ = selection(pods(), &query, None);
+            let _ = selection(pods(), &query, Some("p,=\\x"));
+            if let Some(token) = query.get("continue") {
+                let _ = decode_continue(token, "/registry/pods/default/");
+            }
+        }
+
+        #[test]
+        fn continue_tokens_decode_or_fail_without_panicking(token in prop_oneof![any::<String>(), select(CONTINUES).prop_map(String::from)]) {
+            let _ = decode_continue(&token, "default/");
+        }
+
+        #[test]
+        fn bodies_decode_or_fail_as_a_4xx_without_panicking(content_type in select(CONTENT_TYPES), bytes in body()) {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+            if let Err(e) = decode_object(&headers, &bytes) {
+                prop_assert!((400..500).contains(&e.code), "{}", e);
+            }
+            if let Err(e) = delete_options(&Query::parse(None), &headers, &bytes) {
+                prop_assert!((400..500).contains(&e.code), "{}", e);
+            }
+        }
+    }
+}

@@ -1062,3 +1062,150 @@ async fn server_side_apply_through_the_subresource_owns_only_ephemeral_container
     // status and scale take apply too; a subresource that is not the object's own does not.
     assert_eq!(e.code, 415);
 }
+
+/// The fault suite: the four patch types with any body, on a pod and a ConfigMap (and on their status),
+/// are applied or refused with a 4xx, never a panic or a 5xx.
+#[test]
+fn patches_of_every_type_with_arbitrary_bodies_apply_or_fail_with_a_4xx() {
+    use proptest::collection::{btree_map, vec};
+    use proptest::prelude::*;
+    use proptest::sample::select;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            select(vec![
+                "c",
+                "x",
+                "busybox",
+                "/metadata/labels/a",
+                "/spec/containers/0",
+                "add",
+                "remove",
+                "delete"
+            ])
+            .prop_map(|s| json!(s)),
+        ];
+        leaf.prop_recursive(4, 40, 5, |inner| {
+            prop_oneof![
+                vec(inner.clone(), 0..4).prop_map(Value::Array),
+                btree_map(
+                    select(vec![
+                        "apiVersion",
+                        "kind",
+                        "metadata",
+                        "name",
+                        "labels",
+                        "finalizers",
+                        "resourceVersion",
+                        "uid",
+                        "spec",
+                        "containers",
+                        "image",
+                        "nodeName",
+                        "data",
+                        "status",
+                        "phase",
+                        "op",
+                        "path",
+                        "value",
+                        "from",
+                        "$patch",
+                        "$retainKeys",
+                        "$setElementOrder/containers",
+                    ]),
+                    inner,
+                    0..5,
+                )
+                .prop_map(|m| json!(m)),
+            ]
+        })
+    }
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let r = rt.block_on(registry());
+    rt.block_on(async {
+        r.create(info("pods"), Some("default"), pod("p"), &opts())
+            .await
+            .unwrap();
+        r.create(info("configmaps"), Some("default"), cm("c"), &opts())
+            .await
+            .unwrap();
+    });
+    let strategy = (
+        0..4u8,
+        select(vec![
+            ("pods", "p", None),
+            ("pods", "p", Some("status")),
+            ("configmaps", "c", None),
+        ]),
+        json_value(),
+        any::<bool>(),
+    );
+    let mut runner = TestRunner::new(Config {
+        cases: 512,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&strategy, |(kind, (plural, name, sub), body, force)| {
+        let opts = WriteOptions {
+            field_manager: Some("m".into()),
+            ..Default::default()
+        };
+        let bytes = body.to_string().into_bytes();
+        let answer = rt.block_on(async {
+            match kind {
+                0 => {
+                    r.patch(
+                        info(plural),
+                        Some("default"),
+                        name,
+                        sub,
+                        (PatchType::Json, &bytes),
+                        &opts,
+                    )
+                    .await
+                }
+                1 => {
+                    r.patch(
+                        info(plural),
+                        Some("default"),
+                        name,
+                        sub,
+                        (PatchType::Merge, &bytes),
+                        &opts,
+                    )
+                    .await
+                }
+                2 => {
+                    r.patch(
+                        info(plural),
+                        Some("default"),
+                        name,
+                        sub,
+                        (PatchType::Strategic, &bytes),
+                        &opts,
+                    )
+                    .await
+                }
+                _ => r
+                    .apply(info(plural), Some("default"), name, sub, body, force, &opts)
+                    .await
+                    .map(|(o, _)| o),
+            }
+        });
+        if let Err(e) = answer {
+            prop_assert!((400..500).contains(&e.code), "{} {}", e.code, e);
+        }
+        Ok::<(), TestCaseError>(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
