@@ -459,6 +459,9 @@ async fn start_watcher(client: &kube::Client, watched: Arc<Mutex<Watched>>) -> t
                 WatchEvent::Added(cm) | WatchEvent::Modified(cm) => (cm, false),
                 WatchEvent::Deleted(cm) => (cm, true),
                 WatchEvent::Bookmark(_) => continue,
+                // Fallen too far behind: the watcher stops where it is, and resumes from there after the
+                // restart like any other.
+                WatchEvent::Error(e) if e.code == 410 => break,
                 WatchEvent::Error(e) => panic!("the storm watch got an error event: {e:?}"),
             };
             let (k, rv, data) = parts(&cm);
