@@ -1351,4 +1351,126 @@ mod tests {
             );
         }
     }
+
+    // --- properties: no input makes parsing or matching panic (the fault suite) -------------------------
+
+    mod properties {
+        use proptest::collection::{btree_map, vec};
+        use proptest::prelude::*;
+        use proptest::sample::select;
+
+        use super::*;
+
+        /// Tokens of both grammars and their neighbours.
+        const PIECES: &[&str] = &[
+            "app",
+            "web",
+            "a.io/b",
+            "x",
+            "=",
+            "==",
+            "!=",
+            "in",
+            "notin",
+            "(",
+            ")",
+            ",",
+            "!",
+            ">",
+            "<",
+            "1",
+            "-2",
+            "9223372036854775808",
+            " ",
+            "\t",
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "status.phase",
+            "status.podIP",
+            "spec.hostNetwork",
+            "involvedObject.kind",
+            "\\",
+            "\\,",
+            "\\=",
+            "é",
+            "日本",
+            "\u{0}",
+            "-",
+            "_",
+            ".",
+            "/",
+            "a/b/c",
+        ];
+
+        fn near_valid() -> impl Strategy<Value = String> {
+            vec(select(PIECES), 0..12).prop_map(|p| p.concat())
+        }
+
+        fn input() -> impl Strategy<Value = String> {
+            prop_oneof![near_valid(), any::<String>()]
+        }
+
+        /// Objects with labels and fields of any JSON type where selectors look.
+        fn object() -> impl Strategy<Value = Value> {
+            let scalar = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(|n| serde_json::json!(n)),
+                any::<f64>().prop_map(|f| serde_json::json!(f)),
+                near_valid().prop_map(Value::String),
+            ];
+            (
+                btree_map(near_valid(), scalar.clone(), 0..4),
+                scalar.clone(),
+                scalar.clone(),
+                scalar,
+            )
+                .prop_map(|(labels, name, node, phase)| {
+                    serde_json::json!({"metadata": {"name": name, "labels": labels},
+                        "spec": {"nodeName": node, "hostNetwork": phase.clone()},
+                        "status": {"phase": phase, "podIPs": [{"ip": node}]}})
+                })
+        }
+
+        const RESOURCES: &[(&str, &str)] = &[
+            ("", "pods"),
+            ("", "nodes"),
+            ("", "events"),
+            ("", "configmaps"),
+            ("events.k8s.io", "events"),
+            ("batch", "jobs"),
+            ("apps", "replicasets"),
+        ];
+
+        proptest! {
+            #[test]
+            fn label_selectors_parse_or_fail_and_match_without_panicking(s in input(), obj in object()) {
+                if let Ok(sel) = LabelSelector::parse(&s) {
+                    let _ = sel.matches(obj.labels());
+                    let _ = sel.matches(Selectable::of(&obj).labels());
+                    // Parsing is deterministic.
+                    prop_assert_eq!(LabelSelector::parse(&s), Ok(sel));
+                }
+            }
+
+            #[test]
+            fn field_selectors_parse_or_fail_and_match_without_panicking(
+                s in input(),
+                obj in object(),
+                (group, resource) in select(RESOURCES),
+            ) {
+                if let Ok(sel) = FieldSelector::parse(&s) {
+                    let _ = sel.exact_name();
+                    if sel.check_supported(group, resource).is_ok() {
+                        // The stored view and the object agree.
+                        prop_assert_eq!(
+                            sel.matches(group, resource, &obj),
+                            sel.matches(group, resource, &crate::storage::Stored::new(1, obj.clone()))
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

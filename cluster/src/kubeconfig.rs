@@ -517,4 +517,108 @@ extensions:
             Some(PathBuf::from("/nope/b"))
         );
     }
+
+    // --- properties: no kubeconfig text makes parsing, merging or reading panic (the fault suite) ---------
+
+    mod properties {
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+        use proptest::sample::{Index, select};
+
+        use super::*;
+
+        const KEYS: &[&str] = &[
+            "apiVersion",
+            "kind",
+            "clusters",
+            "contexts",
+            "users",
+            "current-context",
+            "name",
+            "cluster",
+            "context",
+            "user",
+            "server",
+            "certificate-authority-data",
+            "certificate-authority",
+            "token",
+            "namespace",
+            "preferences",
+            "kubeling",
+        ];
+
+        /// YAML values with a kubeconfig's vocabulary.
+        fn value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                select(vec![
+                    "kubeling",
+                    "other",
+                    "https://127.0.0.1:6443",
+                    "bm90IGEgY2E=",
+                    "!!",
+                    ""
+                ])
+                .prop_map(Value::from),
+                "\\PC{0,10}".prop_map(Value::from),
+            ];
+            leaf.prop_recursive(4, 32, 4, |inner| {
+                prop_oneof![
+                    vec(inner.clone(), 0..4).prop_map(Value::Sequence),
+                    vec((select(KEYS), inner), 0..5).prop_map(|entries| {
+                        Value::Mapping(entries.into_iter().map(|(k, v)| (Value::from(k), v)).collect())
+                    }),
+                ]
+            })
+        }
+
+        /// A kubeconfig text: random, random YAML, or a valid one with lines dropped or characters changed.
+        fn text() -> impl Strategy<Value = String> {
+            let valid = render("kubeling", "https://127.0.0.1:6443", CA, "token");
+            prop_oneof![
+                "\\PC{0,200}",
+                value().prop_map(|v| serde_norway::to_string(&v).unwrap_or_default()),
+                vec((any::<Index>(), any::<char>(), any::<bool>()), 1..5).prop_map(move |edits| {
+                    let mut lines: Vec<String> = valid.lines().map(String::from).collect();
+                    for (at, c, drop) in edits {
+                        if lines.is_empty() {
+                            break;
+                        }
+                        let i = at.index(lines.len());
+                        if drop {
+                            lines.remove(i);
+                        } else {
+                            let line = &mut lines[i];
+                            let mut chars: Vec<char> = line.chars().collect();
+                            let j = at.index(chars.len() + 1);
+                            chars.insert(j, c);
+                            *line = chars.into_iter().collect();
+                        }
+                    }
+                    lines.join("\n")
+                }),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn kubeconfigs_parse_merge_and_read_or_fail_without_panicking(text in text()) {
+                if let Ok(mut doc) = parse(&text)
+                    && merge_into(&mut doc, "kubeling", "https://127.0.0.1:1", CA, "t").is_ok()
+                {
+                    // A merged document reads back with our context current.
+                    let merged = parse(&to_yaml(&doc)).expect("a merged kubeconfig parses");
+                    prop_assert_eq!(merged.get("current-context").and_then(Value::as_str), Some("kubeling"));
+                }
+                let dir = tempfile::tempdir().expect("a temp dir");
+                let path = dir.path().join("config");
+                fs::write(&path, &text).expect("written");
+                let _ = crate::kubeconfig_ca(&path);
+                let _ = crate::kubeconfig_token(&path);
+                let _ = merge(&path, "kubeling", "https://127.0.0.1:1", CA, "t");
+            }
+        }
+    }
 }

@@ -5,6 +5,8 @@
 //! streamed by [`watch`].
 
 mod authz;
+#[cfg(test)]
+mod bad_input_tests;
 pub mod discovery;
 pub mod openapi;
 pub mod openapi_v2;

@@ -267,7 +267,8 @@ async fn run(mut w: Watcher, start: WatchStart, opts: Opts, cancel: Cancellation
         }
     }
     let mut last = revision;
-    let deadline = tokio::time::Instant::now() + opts.timeout;
+    // None: beyond what the clock can hold (`timeoutSeconds` near i64::MAX), so no timeout at all.
+    let deadline = tokio::time::Instant::now().checked_add(opts.timeout);
     let mut ticker =
         tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_INTERVAL, BOOKMARK_INTERVAL);
     let mut heartbeat = tokio::time::interval_at(
@@ -279,7 +280,7 @@ async fn run(mut w: Watcher, start: WatchStart, opts: Opts, cancel: Cancellation
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = w.tx.closed() => return,
-            _ = tokio::time::sleep_until(deadline) => {
+            _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
                 if opts.allow_bookmarks {
                     let rev = subscription.caught_up_revision().unwrap_or(last);
                     w.send(w.enc.bookmark(rev, false)).await;

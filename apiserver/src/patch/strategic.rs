@@ -2547,6 +2547,17 @@ mod tests {
             }
 
             #[test]
+            fn arbitrary_originals_and_patches_of_any_kind_never_panic(
+                original in arbitrary_json(),
+                patch in arbitrary_json(),
+                kind in select(vec!["/Pod", "apps/Deployment", "/ConfigMap", "x/Unknown"]),
+            ) {
+                let _ = apply(&original, &patch, kind);
+                let _ = diff(&original, &patch, kind);
+                let _ = three_way(&original, &patch, &original, kind);
+            }
+
+            #[test]
             fn arbitrary_patches_never_panic_or_leave_directives(original in pod(), patch in arbitrary_json()) {
                 let patch = json!({"metadata": patch.clone(), "spec": patch});
                 if let Ok(result) = apply(&original, &patch, "/Pod") {

@@ -554,7 +554,7 @@ mod tests {
     use serde_json::json;
 
     /// A tiny protobuf writer for hand-encoded fixtures.
-    #[derive(Default, Clone)]
+    #[derive(Default, Clone, Debug)]
     struct W(Vec<u8>);
 
     impl W {
@@ -1170,5 +1170,95 @@ mod tests {
             (v["kind"].as_str(), &v["spec"]),
             (Some("TokenRequest"), &json!({}))
         );
+    }
+
+    // --- properties: no body makes decoding panic (the fault suite) --------------------------------------
+
+    mod properties {
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+        use proptest::sample::{Index, select};
+
+        use super::*;
+
+        /// A random message: fields of any tag and wire type (varints, fixed64, strings, bytes, nested
+        /// messages), whatever the schema says the tag holds.
+        fn message() -> impl Strategy<Value = W> {
+            let scalar = (
+                1u32..24,
+                0u8..4,
+                any::<u64>(),
+                "\\PC{0,8}",
+                vec(any::<u8>(), 0..8),
+            )
+                .prop_map(|(tag, how, n, text, bytes)| match how {
+                    0 => W::new().int(tag, n as i64),
+                    1 => W::new().key(tag, WIRE_FIXED64).raw_bytes(&n.to_le_bytes()),
+                    2 => W::new().str(tag, &text),
+                    _ => W::new().bytes(tag, &bytes),
+                });
+            let leaf = vec(scalar, 0..6)
+                .prop_map(|fields| fields.into_iter().fold(W::new(), |w, f| w.raw_bytes(&f.0)));
+            leaf.prop_recursive(4, 32, 4, |inner| {
+                vec((1u32..24, inner), 0..4)
+                    .prop_map(|fields| fields.into_iter().fold(W::new(), |w, (tag, m)| w.msg(tag, m)))
+            })
+        }
+
+        /// The kinds the schema knows and a few it does not.
+        const KINDS: &[(&str, &str)] = &[
+            ("v1", "Pod"),
+            ("v1", "ConfigMap"),
+            ("v1", "Secret"),
+            ("v1", "Service"),
+            ("v1", "Namespace"),
+            ("v1", "DeleteOptions"),
+            ("apps/v1", "Deployment"),
+            ("batch/v1", "Job"),
+            ("batch/v1", "CronJob"),
+            ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+            ("authorization.k8s.io/v1", "SelfSubjectAccessReview"),
+            ("authentication.k8s.io/v1", "TokenRequest"),
+            ("v1", "Nope"),
+            ("", ""),
+        ];
+
+        proptest! {
+            #[test]
+            fn random_bytes_decode_or_fail_without_panicking(body in vec(any::<u8>(), 0..300)) {
+                let _ = decode(&body);
+                let _ = decode(&[MAGIC, &body].concat());
+            }
+
+            #[test]
+            fn random_messages_of_known_kinds_decode_or_fail_without_panicking(
+                (api_version, kind) in select(KINDS),
+                raw in message(),
+            ) {
+                if let Ok(v) = decode(&envelope(api_version, kind, raw)) {
+                    prop_assert!(v.is_object(), "{v}");
+                }
+            }
+
+            #[test]
+            fn mutated_kubectl_bodies_decode_or_fail_without_panicking(
+                (_, body) in select(FIXTURES),
+                edits in vec((any::<Index>(), any::<u8>(), 0..3u8), 1..6),
+            ) {
+                let mut body = body.to_vec();
+                for (at, byte, how) in edits {
+                    if body.is_empty() {
+                        break;
+                    }
+                    let i = at.index(body.len());
+                    match how {
+                        0 => body[i] = byte,
+                        1 => body.insert(i, byte),
+                        _ => body.truncate(i),
+                    }
+                }
+                let _ = decode(&body);
+            }
+        }
     }
 }

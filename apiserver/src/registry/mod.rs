@@ -186,8 +186,12 @@ pub fn now_rfc3339() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// `now_rfc3339` `seconds` from now, saturating at the last representable second (a grace period of
+/// `i64::MAX` seconds is accepted, as upstream accepts it; Go's time arithmetic wraps instead).
 fn rfc3339_in(seconds: i64) -> String {
-    let t = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(seconds);
+    let t = jiff::Timestamp::now()
+        .saturating_add(jiff::SignedDuration::from_secs(seconds))
+        .unwrap_or(jiff::Timestamp::MAX);
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 

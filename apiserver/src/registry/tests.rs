@@ -367,6 +367,53 @@ async fn unscheduled_pod_is_deleted_at_once_and_a_bound_pod_gracefully() {
     );
 }
 
+/// Regression: the deletionTimestamp was now + grace in jiff arithmetic, which panics on overflow, so a
+/// DELETE with `gracePeriodSeconds=9223372036854775807` (or a pod with that terminationGracePeriodSeconds)
+/// killed the request's connection instead of being answered.
+#[tokio::test]
+async fn deleting_a_bound_pod_with_a_grace_period_of_i64_max_saturates_the_deletion_timestamp() {
+    let r = registry().await;
+    let mut asked = pod("asked");
+    asked["spec"]["nodeName"] = json!("n1");
+    r.create(info("pods"), Some("default"), asked, &opts())
+        .await
+        .unwrap();
+    let huge = DeleteOptions {
+        grace_period_seconds: Some(i64::MAX),
+        ..Default::default()
+    };
+    let w = r
+        .delete(info("pods"), Some("default"), "asked", &huge)
+        .await
+        .unwrap();
+    let m = &w.object.value()["metadata"];
+    // jiff's last timestamp.
+    assert_eq!(m["deletionTimestamp"], "9999-12-30T22:00:00Z");
+    assert_eq!(m["deletionGracePeriodSeconds"], i64::MAX);
+    // A shorter grace still shortens it.
+    let w = r
+        .delete(info("pods"), Some("default"), "asked", &DeleteOptions::default())
+        .await
+        .unwrap();
+    let m = &w.object.value()["metadata"];
+    assert_eq!(m["deletionGracePeriodSeconds"], 30);
+
+    let mut spec = pod("spec");
+    spec["spec"]["nodeName"] = json!("n1");
+    spec["spec"]["terminationGracePeriodSeconds"] = json!(i64::MAX);
+    r.create(info("pods"), Some("default"), spec, &opts())
+        .await
+        .unwrap();
+    let w = r
+        .delete(info("pods"), Some("default"), "spec", &DeleteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        w.object.value()["metadata"]["deletionTimestamp"],
+        "9999-12-30T22:00:00Z"
+    );
+}
+
 #[tokio::test]
 async fn foreground_deletion_of_a_bound_pod_is_graceful_and_keeps_the_gc_finalizer() {
     let r = registry().await;
@@ -1014,4 +1061,151 @@ async fn server_side_apply_through_the_subresource_owns_only_ephemeral_container
         .unwrap_err();
     // status and scale take apply too; a subresource that is not the object's own does not.
     assert_eq!(e.code, 415);
+}
+
+/// The fault suite: the four patch types with any body, on a pod and a ConfigMap (and on their status),
+/// are applied or refused with a 4xx, never a panic or a 5xx.
+#[test]
+fn patches_of_every_type_with_arbitrary_bodies_apply_or_fail_with_a_4xx() {
+    use proptest::collection::{btree_map, vec};
+    use proptest::prelude::*;
+    use proptest::sample::select;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            select(vec![
+                "c",
+                "x",
+                "busybox",
+                "/metadata/labels/a",
+                "/spec/containers/0",
+                "add",
+                "remove",
+                "delete"
+            ])
+            .prop_map(|s| json!(s)),
+        ];
+        leaf.prop_recursive(4, 40, 5, |inner| {
+            prop_oneof![
+                vec(inner.clone(), 0..4).prop_map(Value::Array),
+                btree_map(
+                    select(vec![
+                        "apiVersion",
+                        "kind",
+                        "metadata",
+                        "name",
+                        "labels",
+                        "finalizers",
+                        "resourceVersion",
+                        "uid",
+                        "spec",
+                        "containers",
+                        "image",
+                        "nodeName",
+                        "data",
+                        "status",
+                        "phase",
+                        "op",
+                        "path",
+                        "value",
+                        "from",
+                        "$patch",
+                        "$retainKeys",
+                        "$setElementOrder/containers",
+                    ]),
+                    inner,
+                    0..5,
+                )
+                .prop_map(|m| json!(m)),
+            ]
+        })
+    }
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let r = rt.block_on(registry());
+    rt.block_on(async {
+        r.create(info("pods"), Some("default"), pod("p"), &opts())
+            .await
+            .unwrap();
+        r.create(info("configmaps"), Some("default"), cm("c"), &opts())
+            .await
+            .unwrap();
+    });
+    let strategy = (
+        0..4u8,
+        select(vec![
+            ("pods", "p", None),
+            ("pods", "p", Some("status")),
+            ("configmaps", "c", None),
+        ]),
+        json_value(),
+        any::<bool>(),
+    );
+    let mut runner = TestRunner::new(Config {
+        cases: 512,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&strategy, |(kind, (plural, name, sub), body, force)| {
+        let opts = WriteOptions {
+            field_manager: Some("m".into()),
+            ..Default::default()
+        };
+        let bytes = body.to_string().into_bytes();
+        let answer = rt.block_on(async {
+            match kind {
+                0 => {
+                    r.patch(
+                        info(plural),
+                        Some("default"),
+                        name,
+                        sub,
+                        (PatchType::Json, &bytes),
+                        &opts,
+                    )
+                    .await
+                }
+                1 => {
+                    r.patch(
+                        info(plural),
+                        Some("default"),
+                        name,
+                        sub,
+                        (PatchType::Merge, &bytes),
+                        &opts,
+                    )
+                    .await
+                }
+                2 => {
+                    r.patch(
+                        info(plural),
+                        Some("default"),
+                        name,
+                        sub,
+                        (PatchType::Strategic, &bytes),
+                        &opts,
+                    )
+                    .await
+                }
+                _ => r
+                    .apply(info(plural), Some("default"), name, sub, body, force, &opts)
+                    .await
+                    .map(|(o, _)| o),
+            }
+        });
+        if let Err(e) = answer {
+            prop_assert!((400..500).contains(&e.code), "{} {}", e.code, e);
+        }
+        Ok::<(), TestCaseError>(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
 }

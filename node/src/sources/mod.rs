@@ -439,4 +439,126 @@ pub(crate) mod tests {
         .unwrap_err();
         assert!(err.contains("spec.containers: Required value"), "{err}");
     }
+
+    // --- properties: no manifest makes parsing or preparing panic (the fault suite) -----------------------
+
+    mod properties {
+        use proptest::collection::{btree_map, vec};
+        use proptest::prelude::*;
+        use proptest::sample::select;
+        use serde_json::{Value, json};
+
+        use super::*;
+
+        const POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"kube-system","labels":{"app":"web"},"uid":"u"},"spec":{"hostNetwork":true,"terminationGracePeriodSeconds":30,"activeDeadlineSeconds":5,"containers":[{"name":"c","image":"nginx","command":["sleep","1"],"env":[{"name":"A","value":"1"}],"ports":[{"containerPort":80,"hostPort":8080}],"livenessProbe":{"httpGet":{"port":80,"path":"/"},"periodSeconds":1},"resources":{"limits":{"cpu":"1","memory":"1Gi"}},"volumeMounts":[{"name":"v","mountPath":"/v"}]}],"initContainers":[{"name":"i","image":"busybox"}],"volumes":[{"name":"v","hostPath":{"path":"/tmp"}}],"tolerations":[{"operator":"Exists","effect":"NoExecute"}]}}"#;
+
+        fn json_value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(|n| json!(n)),
+                any::<f64>().prop_map(|f| json!(f)),
+                "\\PC{0,10}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    vec(inner.clone(), 0..3).prop_map(Value::Array),
+                    btree_map(
+                        select(vec![
+                            "apiVersion",
+                            "kind",
+                            "metadata",
+                            "name",
+                            "namespace",
+                            "uid",
+                            "spec",
+                            "containers",
+                            "image",
+                            "items",
+                            "ports",
+                            "containerPort",
+                            "hostPort",
+                            "tolerations",
+                            "x",
+                        ]),
+                        inner,
+                        0..4,
+                    )
+                    .prop_map(|m| json!(m)),
+                ]
+            })
+        }
+
+        /// The valid pod changed in one place: each step of `path` picks a child (modulo the count),
+        /// and there the value is replaced, or a key removed.
+        fn mutated() -> impl Strategy<Value = Value> {
+            (vec(any::<usize>(), 0..6), any::<bool>(), json_value()).prop_map(
+                |(path, remove, replacement)| {
+                    let mut doc: Value = serde_json::from_str(POD).expect("valid");
+                    let mut cur = &mut doc;
+                    for step in path {
+                        let n = match &*cur {
+                            Value::Object(m) => m.len(),
+                            Value::Array(a) => a.len(),
+                            _ => 0,
+                        };
+                        if n == 0 {
+                            break;
+                        }
+                        cur = match cur {
+                            Value::Object(m) => m.values_mut().nth(step % n).expect("in range"),
+                            Value::Array(a) => &mut a[step % n],
+                            _ => unreachable!("counted above"),
+                        };
+                    }
+                    match cur {
+                        Value::Object(m) if remove && !m.is_empty() => {
+                            let k = m.keys().next().cloned().expect("not empty");
+                            m.remove(&k);
+                        }
+                        cur => *cur = replacement,
+                    }
+                    doc
+                },
+            )
+        }
+
+        /// One manifest: random bytes, YAML or JSON of a mutated pod, a PodList of them, or several documents.
+        fn manifest() -> impl Strategy<Value = Vec<u8>> {
+            prop_oneof![
+                vec(any::<u8>(), 0..200),
+                "\\PC{0,200}".prop_map(String::into_bytes),
+                mutated().prop_map(|v| v.to_string().into_bytes()),
+                mutated().prop_map(|v| serde_norway::to_string(&v).unwrap_or_default().into_bytes()),
+                vec(mutated(), 0..3).prop_map(|items| {
+                    json!({"apiVersion": "v1", "kind": "PodList", "items": items})
+                        .to_string()
+                        .into_bytes()
+                }),
+                vec(mutated(), 0..3).prop_map(|docs| {
+                    docs.iter()
+                        .map(|d| serde_norway::to_string(d).unwrap_or_default())
+                        .collect::<Vec<_>>()
+                        .join("---\n")
+                        .into_bytes()
+                }),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn manifests_parse_and_prepare_or_fail_without_panicking(
+                bytes in manifest(),
+                node in prop_oneof![Just("node-1".to_string()), "\\PC{0,12}"],
+            ) {
+                let _ = parse_single_pod(&bytes);
+                if let Ok(pods) = parse_manifest(&bytes) {
+                    for pod in pods {
+                        let _ = prepare(pod.clone(), &node, FILE_SOURCE, "/m/web.yaml");
+                        let _ = prepare(pod, &node, HTTP_SOURCE, "http://x/m");
+                    }
+                }
+            }
+        }
+    }
 }

@@ -254,3 +254,147 @@ fn map_fields_are_the_built_in_kinds_maps() {
         &["spec", "template", "spec", "containers", "resources", "limits"]
     ));
 }
+
+// --- properties: no stored object or configuration makes apply panic (the fault suite) --------------------
+
+mod properties {
+    use proptest::collection::{btree_map, vec};
+    use proptest::prelude::*;
+    use proptest::sample::select;
+
+    use super::*;
+
+    /// Field-set keys of every kind (well formed or not) for `managedFields` a client wrote.
+    const FIELD_KEYS: &[&str] = &[
+        "f:spec",
+        "f:metadata",
+        "f:labels",
+        "f:app",
+        "f:template",
+        "f:containers",
+        "f:image",
+        "f:env",
+        "f:replicas",
+        r#"k:{"name":"c"}"#,
+        r#"k:{"name":"A"}"#,
+        r#"k:{"containerPort":80,"protocol":"TCP"}"#,
+        "k:{bad",
+        "k:[]",
+        r#"v:"x""#,
+        "v:1",
+        "v:",
+        "i:0",
+        ".",
+        "",
+    ];
+
+    fn fields_v1() -> impl Strategy<Value = Value> {
+        Just(json!({})).prop_recursive(4, 24, 4, |inner| {
+            btree_map(select(FIELD_KEYS).prop_map(String::from), inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect()))
+        })
+    }
+
+    fn managed_fields() -> impl Strategy<Value = Value> {
+        vec(
+            (
+                select(vec!["kubectl", "a", "b", ""]),
+                select(vec!["Apply", "Update", "x"]),
+                select(vec!["apps/v1", "v1", ""]),
+                proptest::option::of(select(vec!["status", "scale", ""])),
+                fields_v1(),
+            )
+                .prop_map(|(manager, operation, api_version, sub, fields)| {
+                    let mut e = json!({"manager": manager, "operation": operation, "apiVersion": api_version,
+                        "fieldsType": "FieldsV1", "fieldsV1": fields});
+                    if let Some(s) = sub {
+                        e["subresource"] = json!(s);
+                    }
+                    e
+                }),
+            0..3,
+        )
+        .prop_map(Value::Array)
+    }
+
+    /// JSON with a Deployment's vocabulary of keys.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (0..4i64).prop_map(|n| json!(n)),
+            select(vec!["c", "A", "nginx", "TCP", ""]).prop_map(|s| json!(s)),
+        ];
+        leaf.prop_recursive(4, 40, 5, |inner| {
+            prop_oneof![
+                vec(inner.clone(), 0..4).prop_map(Value::Array),
+                btree_map(
+                    select(vec![
+                        "replicas",
+                        "template",
+                        "spec",
+                        "containers",
+                        "name",
+                        "image",
+                        "env",
+                        "value",
+                        "ports",
+                        "containerPort",
+                        "protocol",
+                        "selector",
+                        "matchLabels",
+                        "metadata",
+                        "labels",
+                    ]),
+                    inner,
+                    0..5,
+                )
+                .prop_map(|m| json!(m)),
+            ]
+        })
+    }
+
+    /// A Deployment with any spec, labels, `managedFields` and last-applied annotation.
+    fn object() -> impl Strategy<Value = Value> {
+        (
+            json_value(),
+            proptest::option::of(managed_fields()),
+            proptest::option::of(prop_oneof![
+                json_value().prop_map(|v| v.to_string()),
+                "\\PC{0,20}"
+            ]),
+            btree_map(select(vec!["app", "tier"]), select(vec!["web", "db"]), 0..3),
+        )
+            .prop_map(|(spec, managed, last_applied, labels)| {
+                let mut d = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": "web", "labels": labels}, "spec": spec});
+                if let Some(m) = managed {
+                    d["metadata"]["managedFields"] = m;
+                }
+                if let Some(a) = last_applied {
+                    d["metadata"]["annotations"] = json!({LAST_APPLIED: a});
+                }
+                d
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn apply_and_update_records_never_panic(
+            current in object(),
+            applied in object(),
+            force in any::<bool>(),
+            manager in select(vec!["kubectl", "a", "b"]),
+        ) {
+            let ctx = ctx(manager);
+            if let Ok(obj) = apply(Some(&current), &applied, force, &ctx) {
+                // What it made reads back.
+                let _ = managers(&obj);
+            }
+            let _ = apply(None, &applied, force, &ctx);
+            let mut updated = applied.clone();
+            record_update(Some(&current), &mut updated, &ctx);
+            let _ = managers(&updated);
+        }
+    }
+}
