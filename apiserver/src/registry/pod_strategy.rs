@@ -9,7 +9,8 @@ use super::pod;
 use crate::error::FieldError;
 
 fn typed(obj: &Value) -> Result<Pod, String> {
-    serde_json::from_value(obj.clone())
+    // Deserialised from the borrowed tree: no copy of the whole pod first.
+    <Pod as serde::Deserialize>::deserialize(obj)
         .map_err(|e| format!("Pod in version \"v1\" cannot be handled as a Pod: {e}"))
 }
 

@@ -249,7 +249,7 @@ impl Registry {
             .unwrap_or("")
             .to_string();
         let forbidden = |why: &str| ApiError::forbidden("pods", "", &name, why);
-        let mut pod: Pod = serde_json::from_value(obj.clone()).map_err(|e| {
+        let mut pod: Pod = <Pod as serde::Deserialize>::deserialize(&*obj).map_err(|e| {
             ApiError::bad_request(format!("Pod in version \"v1\" cannot be handled as a Pod: {e}"))
         })?;
         if is_mirror(obj) {
