@@ -3,9 +3,10 @@
 //! ```text
 //! registry ──write(key, decide)──► Writer (one lock): current (pending-aware) → decide → next revision
 //!                                    → Store::write(object + revision, atomically) → pending queue
-//! flusher thread: Store::flush (fsync, once for every write queued meanwhile = group commit)
-//!                 → apply to the committed view + Hub::publish (same lock, revision order)
-//!                 → wake the writers: their requests are answered only now
+//! then the writer leads the commit if no one does (group commit without a thread hop):
+//!   leader: Store::flush (fsync, once for every write queued meanwhile) → apply to the committed view +
+//!           Hub::publish (same lock, revision order) → again while writes are queued → wake the others
+//!   others: wait until the durable revision reaches theirs; their requests are answered only now
 //! readers (get, list, watch start) see the committed view only: nothing that could still be lost.
 //! ```
 //!
@@ -22,7 +23,7 @@ pub use sled_store::SledStore;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -79,7 +80,7 @@ pub struct Loaded {
     pub objects: Vec<(String, Bytes)>,
 }
 
-/// A durable key-value engine. Calls come from one writer at a time, plus the flusher.
+/// A durable key-value engine. Calls come from one writer at a time, plus the leader's flush.
 pub trait Store: Send + Sync + 'static {
     /// Read everything (at start-up).
     fn load(&self) -> Result<Loaded, StoreError>;
@@ -240,6 +241,8 @@ struct Committed {
 struct Pending {
     events: VecDeque<Arc<Event>>,
     shutdown: bool,
+    /// A writer is flushing and committing (the leader); it goes on until the queue is empty.
+    leading: bool,
 }
 
 struct Inner {
@@ -252,7 +255,6 @@ struct Inner {
     committed: RwLock<Committed>,
     hub: Arc<Hub>,
     pending: Mutex<Pending>,
-    wake: Condvar,
     /// The last revision made durable and published; `u64::MAX` after a fatal flush error.
     durable: tokio_watch::Sender<u64>,
 }
@@ -268,7 +270,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Storage {
-    /// Load everything from `store` and start the flusher thread.
+    /// Load everything from `store`.
     pub fn open(store: Arc<dyn Store>, hub_config: HubConfig) -> Result<Storage, StoreError> {
         let loaded = store.load()?;
         let mut objects = BTreeMap::new();
@@ -277,11 +279,6 @@ impl Storage {
             objects.insert(key, Arc::new(stored));
         }
         let inner = Inner::new(Some(store), None, loaded.revision, objects, hub_config);
-        let flusher = inner.clone();
-        std::thread::Builder::new()
-            .name("kubeling-flusher".into())
-            .spawn(move || flusher.flush_loop())
-            .map_err(|e| StoreError::Engine(format!("starting the flusher thread: {e}")))?;
         Ok(Storage { inner })
     }
 
@@ -508,7 +505,6 @@ impl Storage {
                 return Err(StoreError::Closed.into());
             }
             p.events.push_back(ev);
-            self.inner.wake.notify_one();
             (
                 Written {
                     object,
@@ -517,7 +513,7 @@ impl Storage {
                 revision,
             )
         };
-        self.wait_durable(revision).await?;
+        self.commit(revision).await?;
         Ok(written)
     }
 
@@ -599,16 +595,40 @@ impl Storage {
         })
     }
 
-    async fn wait_durable(&self, revision: u64) -> Result<(), StoreError> {
+    /// Returns once `revision` (queued by this writer) is durable and published: this writer flushes and
+    /// commits the queue itself when no other writer is doing so (the leader), else waits for the leader.
+    /// A leader goes on while writes are queued, so a queued write is committed even if its writer stops
+    /// waiting (a dropped request) and no write after it comes.
+    async fn commit(&self, revision: u64) -> Result<(), StoreError> {
         let mut rx = self.inner.durable.subscribe();
-        let reached = rx
-            .wait_for(|&d| d >= revision)
-            .await
-            .map_err(|_| StoreError::Closed)?;
-        if *reached == u64::MAX {
-            return Err(StoreError::Engine("flushing to disk failed; see the log".into()));
+        loop {
+            let durable = *rx.borrow_and_update();
+            if durable == u64::MAX {
+                return Err(StoreError::Engine("flushing to disk failed; see the log".into()));
+            }
+            if durable >= revision {
+                return Ok(());
+            }
+            let lead = {
+                let mut p = lock(&self.inner.pending);
+                let lead = !p.leading && !p.events.is_empty();
+                p.leading |= lead;
+                lead
+            };
+            if lead {
+                // The flush blocks: on a multi-thread runtime the worker's other tasks move elsewhere
+                // meanwhile; a current-thread runtime (tests) just waits for it.
+                if tokio::runtime::Handle::try_current()
+                    .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+                {
+                    tokio::task::block_in_place(|| self.inner.lead());
+                } else {
+                    self.inner.lead();
+                }
+                continue;
+            }
+            rx.changed().await.map_err(|_| StoreError::Closed)?;
         }
-        Ok(())
     }
 
     /// Stop accepting writes, flush what is queued, end every watch. Idempotent.
@@ -618,17 +638,20 @@ impl Storage {
             self.inner.hub.close_all();
             return;
         };
-        {
+        let lead = {
             let mut p = lock(&self.inner.pending);
             p.shutdown = true;
-            self.inner.wake.notify_one();
+            let lead = !p.leading && !p.events.is_empty();
+            p.leading |= lead;
+            lead
+        };
+        if lead {
+            self.inner.lead();
         }
-        // Wait for the flusher to drain the queue.
-        let mut p = lock(&self.inner.pending);
-        while !p.events.is_empty() {
-            p = self.inner.wake.wait(p).unwrap_or_else(|e| e.into_inner());
+        // A leader already at work drains the queue; wait for it.
+        while lock(&self.inner.pending).leading {
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        drop(p);
         if let Err(e) = store.flush() {
             tracing::error!(error = %e, "final flush failed");
         }
@@ -671,24 +694,23 @@ impl Inner {
             pending: Mutex::new(Pending {
                 events: VecDeque::new(),
                 shutdown: false,
+                leading: false,
             }),
-            wake: Condvar::new(),
             durable,
         })
     }
 
-    fn flush_loop(self: Arc<Self>) {
+    /// The leader's work (the caller set `leading`): flush and commit batches until the queue is empty.
+    fn lead(&self) {
         let Some(store) = self.store.clone() else {
+            lock(&self.pending).leading = false;
             return;
         };
         loop {
             let batch: Vec<Arc<Event>> = {
                 let mut p = lock(&self.pending);
-                while p.events.is_empty() && !p.shutdown {
-                    p = self.wake.wait(p).unwrap_or_else(|e| e.into_inner());
-                }
                 if p.events.is_empty() {
-                    self.wake.notify_all();
+                    p.leading = false;
                     return;
                 }
                 p.events.iter().cloned().collect()
@@ -696,11 +718,12 @@ impl Inner {
             if let Err(e) = store.flush() {
                 // Nothing in this batch can be acknowledged: fail the waiting writes, and refuse more.
                 tracing::error!(error = %e, "flushing storage failed; writes are refused from now on");
-                self.durable.send_replace(u64::MAX);
                 let mut p = lock(&self.pending);
                 p.events.clear();
                 p.shutdown = true;
-                self.wake.notify_all();
+                p.leading = false;
+                drop(p);
+                self.durable.send_replace(u64::MAX);
                 return;
             }
             let last = batch.last().map(|e| e.revision).unwrap_or(0);
@@ -723,7 +746,6 @@ impl Inner {
                 let mut p = lock(&self.pending);
                 let n = batch.len().min(p.events.len());
                 p.events.drain(..n);
-                self.wake.notify_all();
             }
             self.durable.send_replace(last);
         }
@@ -841,6 +863,110 @@ mod tests {
             crate::watch::Next::Event(e) => assert_eq!(e.revision, 2),
             _ => panic!("expected an event"),
         }
+    }
+
+    /// A memory store whose flush waits while the gate is closed, and counts flushes.
+    #[derive(Default)]
+    struct GateStore {
+        inner: MemoryStore,
+        closed: Mutex<bool>,
+        opened: std::sync::Condvar,
+        flushes: std::sync::atomic::AtomicUsize,
+    }
+
+    impl GateStore {
+        fn set_closed(&self, closed: bool) {
+            *self.closed.lock().unwrap() = closed;
+            self.opened.notify_all();
+        }
+    }
+
+    impl Store for GateStore {
+        fn load(&self) -> Result<Loaded, StoreError> {
+            self.inner.load()
+        }
+        fn write(&self, revision: u64, changes: &[Change]) -> Result<(), StoreError> {
+            self.inner.write(revision, changes)
+        }
+        fn flush(&self) -> Result<(), StoreError> {
+            let mut closed = self.closed.lock().unwrap();
+            while *closed {
+                closed = self.opened.wait(closed).unwrap();
+            }
+            self.flushes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+        fn size_on_disk(&self) -> Option<u64> {
+            None
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_queued_behind_a_flush_are_committed_by_its_leader_even_if_their_writer_gives_up() {
+        let store = Arc::new(GateStore::default());
+        let s = Storage::open(store.clone(), HubConfig::default()).unwrap();
+        store.set_closed(true);
+        // The first writer leads and blocks in the flush.
+        let first = tokio::spawn({
+            let s = s.clone();
+            async move { put(&s, "k/a", obj("a")).await.object.revision }
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !lock(&s.inner.pending).leading {
+            assert!(std::time::Instant::now() < deadline, "the first writer never led");
+            tokio::task::yield_now().await;
+        }
+        // Two more queue behind it; one of them stops waiting.
+        let second = tokio::spawn({
+            let s = s.clone();
+            async move { put(&s, "k/b", obj("b")).await.object.revision }
+        });
+        let third = tokio::spawn({
+            let s = s.clone();
+            async move { put(&s, "k/c", obj("c")).await.object.revision }
+        });
+        while lock(&s.inner.pending).events.len() < 3 {
+            assert!(std::time::Instant::now() < deadline, "writes not queued");
+            tokio::task::yield_now().await;
+        }
+        third.abort();
+        assert!(s.get("k/a").is_none(), "nothing is visible before its flush");
+        store.set_closed(false);
+        assert_eq!(first.await.unwrap(), 1);
+        assert_eq!(second.await.unwrap(), 2);
+        // The abandoned write was flushed and committed by the leader all the same.
+        let mut rx = s.inner.durable.subscribe();
+        tokio::time::timeout(std::time::Duration::from_secs(10), rx.wait_for(|&d| d >= 3))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(s.get("k/c").unwrap().revision, 3);
+        // One flush for the first write, one for the two queued behind it.
+        assert_eq!(store.flushes.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert!(!lock(&s.inner.pending).leading);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writers_on_worker_threads_are_all_acknowledged_once_durable() {
+        let store = Arc::new(GateStore::default());
+        let s = Storage::open(store.clone(), HubConfig::default()).unwrap();
+        let mut tasks = Vec::new();
+        for i in 0..200 {
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move {
+                let w = put(&s, &format!("k/{i}"), obj("x")).await;
+                // Acknowledged means committed: readers see it.
+                assert!(s.get(&format!("k/{i}")).is_some());
+                w.object.revision
+            }));
+        }
+        let mut revs = Vec::new();
+        for t in tasks {
+            revs.push(t.await.unwrap());
+        }
+        revs.sort();
+        assert_eq!(revs, (1..=200).collect::<Vec<_>>());
+        assert!(store.flushes.load(std::sync::atomic::Ordering::SeqCst) <= 200);
     }
 
     #[tokio::test]
