@@ -280,7 +280,8 @@ pub(super) async fn concurrent_creates(
             let mut lat = Vec::with_capacity(per_client);
             for i in 0..per_client {
                 let t = Instant::now();
-                api.create(&PostParams::default(), &pod(&format!("c{k}-{i:05}"))).await?;
+                api.create(&PostParams::default(), &pod(&format!("c{k}-{i:05}")))
+                    .await?;
                 lat.push(t.elapsed());
             }
             anyhow::Ok(lat)

@@ -40,7 +40,12 @@ async fn start_etcd(dir: &Path) -> anyhow::Result<(Etcd, String)> {
         .arg(dir.join("etcd"))
         .args(["--name", "default"])
         .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
-        .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+        .args([
+            "--listen-peer-urls",
+            &peer,
+            "--initial-advertise-peer-urls",
+            &peer,
+        ])
         .args(["--initial-cluster", &format!("default={peer}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -61,14 +66,20 @@ pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
     let (_etcd, url) = start_etcd(&base).await?;
     let store = format!("etcd={url}");
     let data = base.join("data");
-    let flags = ["--store", store.as_str(), "--disable-admission-plugins=ServiceAccount"];
+    let flags = [
+        "--store",
+        store.as_str(),
+        "--disable-admission-plugins=ServiceAccount",
+    ];
     let a = start_with(&data, "apiserver", &flags)?;
     // Read before the second server rewrites DATA/kubeconfig with its own address.
     let ca = client(&a.kubeconfig).await?;
     let b = start_with(&data, "apiserver", &flags)?;
     let cb = client(&b.kubeconfig).await?;
     println!();
-    println!("etcd store: two API servers on one etcd ({url}); upstream kube-apiserver on etcd: 400-525 serial creates/s");
+    println!(
+        "etcd store: two API servers on one etcd ({url}); upstream kube-apiserver on etcd: 400-525 serial creates/s"
+    );
 
     Api::<Namespace>::all(ca.clone())
         .create(

@@ -91,11 +91,7 @@ pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Polls the `app=soak` pods until `done` holds.
-async fn wait_until(
-    pods: &Api<Pod>,
-    limit: Duration,
-    done: impl Fn(&[Pod]) -> bool,
-) -> anyhow::Result<()> {
+async fn wait_until(pods: &Api<Pod>, limit: Duration, done: impl Fn(&[Pod]) -> bool) -> anyhow::Result<()> {
     let deadline = Instant::now() + limit;
     let lp = ListParams::default().labels("app=soak");
     loop {
@@ -103,7 +99,10 @@ async fn wait_until(
         if done(&l) {
             return Ok(());
         }
-        anyhow::ensure!(Instant::now() < deadline, "soak pods did not settle within {limit:?}");
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "soak pods did not settle within {limit:?}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
