@@ -8,106 +8,16 @@ mod common;
 mod testbox_image;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::etcd::{Etcd, free_port};
 use common::{Cluster, NodeAgent, eventually};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// One etcd member on free loopback ports, with its data in a temp dir; killed on drop.
-struct Etcd {
-    child: Option<Child>,
-    dir: PathBuf,
-    client_port: u16,
-    peer_port: u16,
-    _tmp: tempfile::TempDir,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl Etcd {
-    fn start() -> Etcd {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut e = Etcd {
-            child: None,
-            dir: tmp.path().join("etcd"),
-            client_port: free_port(),
-            peer_port: free_port(),
-            _tmp: tmp,
-        };
-        e.run();
-        e
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
-    }
-
-    fn store_arg(&self) -> String {
-        format!("etcd={}", self.url())
-    }
-
-    fn run(&mut self) {
-        let client = self.url();
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let child = Command::new("etcd")
-            .arg("--data-dir")
-            .arg(&self.dir)
-            .args(["--name", "default"])
-            .args([
-                "--listen-client-urls",
-                &client,
-                "--advertise-client-urls",
-                &client,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-            ])
-            .args(["--initial-cluster", &format!("default={peer}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("etcd is installed (./test.sh installs etcd-server when missing)");
-        self.child = Some(child);
-        eventually(WAIT, "etcd to answer /health", || {
-            let out = Command::new("curl")
-                .args(["-s", "-m", "2", &format!("{client}/health")])
-                .output()
-                .ok()?;
-            String::from_utf8_lossy(&out.stdout)
-                .contains("\"health\":\"true\"")
-                .then_some(())
-        });
-    }
-
-    fn kill9(&mut self) {
-        let mut c = self.child.take().unwrap();
-        c.kill().unwrap();
-        c.wait().unwrap();
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// `kubeling apiserver --store etcd=...` on `data_dir`, with a kubeconfig of its own.
 fn apiserver(data_dir: &Path, etcd: &Etcd, extra: &[&str]) -> Cluster {
