@@ -43,6 +43,10 @@ impl Etcd {
         e
     }
 
+    pub fn client_port(&self) -> u16 {
+        self.client_port
+    }
+
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.client_port)
     }
