@@ -8,115 +8,95 @@ mod common;
 mod testbox_image;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+use common::etcd::{Etcd, free_port};
 use common::{Cluster, NodeAgent, eventually};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// One etcd member on free loopback ports, with its data in a temp dir; killed on drop.
-struct Etcd {
-    child: Option<Child>,
-    dir: PathBuf,
-    client_port: u16,
-    peer_port: u16,
-    _tmp: tempfile::TempDir,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl Etcd {
-    fn start() -> Etcd {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut e = Etcd {
-            child: None,
-            dir: tmp.path().join("etcd"),
-            client_port: free_port(),
-            peer_port: free_port(),
-            _tmp: tmp,
-        };
-        e.run();
-        e
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
-    }
-
-    fn store_arg(&self) -> String {
-        format!("etcd={}", self.url())
-    }
-
-    fn run(&mut self) {
-        let client = self.url();
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let child = Command::new("etcd")
-            .arg("--data-dir")
-            .arg(&self.dir)
-            .args(["--name", "default"])
-            .args([
-                "--listen-client-urls",
-                &client,
-                "--advertise-client-urls",
-                &client,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-            ])
-            .args(["--initial-cluster", &format!("default={peer}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("etcd is installed (./test.sh installs etcd-server when missing)");
-        self.child = Some(child);
-        eventually(WAIT, "etcd to answer /health", || {
-            let out = Command::new("curl")
-                .args(["-s", "-m", "2", &format!("{client}/health")])
-                .output()
-                .ok()?;
-            String::from_utf8_lossy(&out.stdout)
-                .contains("\"health\":\"true\"")
-                .then_some(())
-        });
-    }
-
-    fn kill9(&mut self) {
-        let mut c = self.child.take().unwrap();
-        c.kill().unwrap();
-        c.wait().unwrap();
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// `kubeling apiserver --store etcd=...` on `data_dir`, with a kubeconfig of its own.
 fn apiserver(data_dir: &Path, etcd: &Etcd, extra: &[&str]) -> Cluster {
-    let store = etcd.store_arg();
-    let mut args = vec!["--store", store.as_str()];
+    apiserver_on(data_dir, &etcd.store_arg(), extra)
+}
+
+/// `kubeling apiserver --store STORE` on `data_dir`, with a kubeconfig of its own.
+fn apiserver_on(data_dir: &Path, store: &str, extra: &[&str]) -> Cluster {
+    let mut args = vec!["--store", store];
     args.extend_from_slice(extra);
     let mut c = Cluster::start_with(data_dir, 0, "apiserver", &args, None);
     c.own_kubeconfig();
     c
+}
+
+/// A TCP proxy to etcd that can be cut: the API server behind it loses etcd while the others keep it.
+struct Proxy {
+    port: u16,
+    open: Arc<AtomicBool>,
+    connections: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(to: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let open = Arc::new(AtomicBool::new(true));
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let (o, c) = (open.clone(), connections.clone());
+        // The thread ends with the test process.
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                // Cut: a connection is closed at once, as by a network that drops it.
+                if !o.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(("127.0.0.1", to)) else {
+                    continue;
+                };
+                let mut conns = c.lock().unwrap();
+                for s in [&client, &server] {
+                    conns.push(s.try_clone().unwrap());
+                }
+                pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+                pipe(server, client);
+            }
+        });
+        Proxy {
+            port,
+            open,
+            connections,
+        }
+    }
+
+    fn store_arg(&self) -> String {
+        format!("etcd=http://127.0.0.1:{}", self.port)
+    }
+
+    /// Close every connection through the proxy and refuse new ones.
+    fn cut(&self) {
+        self.open.store(false, Ordering::SeqCst);
+        for s in self.connections.lock().unwrap().drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn restore(&self) {
+        self.open.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Copy `from` to `to` until either side closes.
+fn pipe(mut from: TcpStream, mut to: TcpStream) {
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from, &mut to);
+        let _ = to.shutdown(Shutdown::Both);
+    });
 }
 
 fn json_of(s: &str) -> Value {
@@ -320,6 +300,77 @@ fn an_api_server_is_not_ready_while_etcd_is_down_and_resumes_its_watches_when_it
     let e = watch.next();
     assert_eq!(e["type"], "ADDED", "{e}");
     assert_eq!(e["object"]["metadata"]["name"], "later", "{e}");
+}
+
+/// Regression: etcd before 3.4.31 and 3.5.13 answers a requested progress notification at once with its
+/// current revision, ahead of the events a watch that started from an older revision is still to receive
+/// (etcd#15220, #17557). An API server that reopened its etcd watch after missing changes and then served
+/// a consistent read took that revision for its own and skipped the changes for good: it never served
+/// them, and refused every later update of those objects with 409.
+#[test]
+fn an_api_server_cut_off_from_etcd_applies_every_change_it_missed_even_when_read_at_once() {
+    let etcd = Etcd::start();
+    let proxy = Proxy::start(etcd.client_port());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let a = apiserver(&dir, &etcd, &[]);
+    let b = apiserver_on(&dir, &proxy.store_arg(), &[]);
+    let list = |c: &Cluster| {
+        let (code, list) = c.curl(
+            "GET",
+            "/api/v1/namespaces/default/configmaps",
+            Some(&c.token()),
+            "application/json",
+            None,
+        );
+        assert_eq!(code, 200, "{list}");
+        let mut names: Vec<(String, u64)> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| (o["metadata"]["name"].as_str().unwrap().to_string(), rv(o)))
+            .collect();
+        names.sort();
+        names
+    };
+    for cut in 0..8 {
+        proxy.cut();
+        eventually(WAIT, "B to be not ready once cut off from etcd", || {
+            (readyz(&b) == 503).then_some(())
+        });
+        for i in 0..5 {
+            let body =
+                format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"cut{cut}-{i}"}}}}"#);
+            let (code, created) = a.curl(
+                "POST",
+                "/api/v1/namespaces/default/configmaps",
+                Some(&a.token()),
+                "application/json",
+                Some(body.as_bytes()),
+            );
+            assert_eq!(code, 201, "{created}");
+        }
+        proxy.restore();
+        // Read as soon as B has its watch again, while etcd may still be sending it the missed changes.
+        let deadline = Instant::now() + WAIT;
+        while readyz(&b) != 200 {
+            assert!(Instant::now() < deadline, "B never became ready again");
+        }
+        let first = list(&b);
+        let want = list(&a);
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let got = list(&b);
+            if got == want {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "after cut {cut}, B serves {got:?} (its first read: {first:?}); A and etcd have {want:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
 
 #[test]

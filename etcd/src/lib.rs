@@ -257,15 +257,19 @@ impl Client {
             .map_err(|_| failed(tonic::Status::deadline_exceeded("opening the watch")))?
             .map_err(failed)?;
         Ok(WatchStream {
-            requests: tx,
+            _requests: tx,
             responses: response.into_inner(),
         })
     }
 }
 
 /// A watch: the responses, and the request side kept open (it ends the watch when dropped).
+///
+/// No progress requests: etcd before 3.4.31 and 3.5.13 answers one ahead of events still to come
+/// (etcd#15220, #17557), so a caller that needs to know the watch has reached a revision writes a key in
+/// the watched range and waits for its event instead.
 pub struct WatchStream {
-    requests: mpsc::Sender<pb::WatchRequest>,
+    _requests: mpsc::Sender<pb::WatchRequest>,
     responses: tonic::Streaming<pb::WatchResponse>,
 }
 
@@ -273,27 +277,6 @@ impl WatchStream {
     /// The next response; `None` when the stream ended.
     pub async fn next(&mut self) -> Option<Result<pb::WatchResponse, tonic::Status>> {
         self.responses.message().await.transpose()
-    }
-
-    /// A handle that asks this watch for progress notifications.
-    pub fn progress(&self) -> Progress {
-        Progress(self.requests.clone())
-    }
-}
-
-/// Asks a watch for a progress notification: an empty response whose header revision says every change
-/// up to it has been sent.
-#[derive(Clone)]
-pub struct Progress(mpsc::Sender<pb::WatchRequest>);
-
-impl Progress {
-    /// Ask; false when the watch is gone.
-    pub fn request(&self) -> bool {
-        self.0
-            .try_send(pb::WatchRequest {
-                request_union: Some(pb::WatchRequestUnion::Progress(pb::WatchProgressRequest {})),
-            })
-            .map_or_else(|e| matches!(e, mpsc::error::TrySendError::Full(_)), |()| true)
     }
 }
 

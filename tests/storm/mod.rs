@@ -110,6 +110,9 @@ pub struct Figures {
     pub in_flight_absent: usize,
     /// In-flight writes the watcher had received before the crash (each must be found).
     pub in_flight_seen: usize,
+    /// How the writes in flight ended, by answer: an error status (`503 ServiceUnavailable`) or `no answer`
+    /// (the connection refused or broken, or no answer within the client's timeout).
+    pub in_flight_answers: BTreeMap<String, usize>,
     /// Resumed watches that delivered exactly the missed events.
     pub watch_exact: usize,
     /// Events those exact resumes delivered before the sentinel.
@@ -134,10 +137,19 @@ impl fmt::Display for Figures {
              flight {}",
             self.keys_checked, self.found, self.superseded
         )?;
+        let answers: Vec<String> = self
+            .in_flight_answers
+            .iter()
+            .map(|(answer, n)| format!("{answer} {n}"))
+            .collect();
         writeln!(
             f,
-            "writes in flight at the crash: found {}, absent {} ({} seen by the watcher before the crash, all found)",
-            self.in_flight_found, self.in_flight_absent, self.in_flight_seen
+            "writes in flight at the crash: found {}, absent {} ({} seen by the watcher before the crash, all found); \
+             answered: {}",
+            self.in_flight_found,
+            self.in_flight_absent,
+            self.in_flight_seen,
+            answers.join(", ")
         )?;
         write!(
             f,
@@ -254,6 +266,8 @@ struct InFlight {
     data: Option<BTreeMap<String, String>>,
     /// Why it is not known: the client's error.
     error: String,
+    /// The error in short, for the figures: its status code and reason, or `no answer`.
+    answer: String,
 }
 
 /// One writer's record of a storm.
@@ -575,6 +589,10 @@ async fn write(api: Api<ConfigMap>, run: usize, client: usize, keys: Vec<State>,
                     key: k,
                     op,
                     data: (op != Op::Delete).then_some(data),
+                    answer: match &e {
+                        kube::Error::Api(s) => format!("{} {}", s.code, s.reason),
+                        _ => "no answer".to_string(),
+                    },
                     error: e.to_string(),
                 });
                 return w;
@@ -688,6 +706,7 @@ async fn check(
                 }
             };
             if let (Some(landed), Some(f)) = (outcome, in_flight) {
+                *figures.in_flight_answers.entry(f.answer.clone()).or_default() += 1;
                 let seen = match &f.data {
                     Some(data) => data.get("token").is_some_and(|t| watched.tokens.contains(t)),
                     None => {

@@ -6,16 +6,28 @@
 //!        revision (0: absent) then put/delete → the Txn's revision is the new resourceVersion
 //!        → wait until this server's etcd watch has applied that revision → answer
 //! etcd watch (one per API server, from the loaded revision): events → committed view + Hub::publish
+//! catch-up (a read of the latest state): etcd's revision; if this server is behind it, put the marker key
+//!        (inside the watched keys) and wait until the watch has applied the revision read
 //! ```
 //!
 //! Keys: `<prefix>/cluster-id` holds the id of the cluster that owns the prefix; objects are under
 //! `<prefix>/objects/<key>`, as JSON without `resourceVersion` (upstream's rule: the revision is etcd's
-//! mod revision, stamped when read). Several API servers on one etcd serve the same objects; a write that
-//! lost a race with another server's write to the same key is a 409 Conflict.
+//! mod revision, stamped when read). `<prefix>/objects/` itself is the marker key: it holds no object, and
+//! writing it makes an event every watch of the objects receives after every change before it. Several API
+//! servers on one etcd serve the same objects; a write that lost a race with another server's write to the
+//! same key is a 409 Conflict.
+//!
+//! Deliberate difference from upstream: kube-apiserver catches its watch cache up by asking etcd for a
+//! progress notification. etcd before 3.4.31 and 3.5.13 (Debian's is 3.4.23) answers that request at once
+//! with its current revision, ahead of the events a watch that started from an older revision has still to
+//! receive (etcd#15220, #17557; upstream reads from etcd instead on those versions): taking that revision
+//! for its own, an API server skipped the changes it had missed while etcd was unreachable, for good. The
+//! marker's event comes in order on every etcd version, at the cost of one etcd write per read that finds
+//! this server behind (concurrent reads share one).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -44,8 +56,10 @@ pub(super) struct Etcd {
     pub(super) writer: tokio::sync::Mutex<()>,
     /// The watch runs and etcd answered its last call.
     pub(super) healthy: AtomicBool,
-    /// Asks the current watch for a progress notification.
-    pub(super) progress: std::sync::Mutex<Option<etcd::Progress>>,
+    /// One marker write at a time; the readers waiting meanwhile share it.
+    marking: tokio::sync::Mutex<()>,
+    /// The revision of the last marker this server wrote.
+    marked: AtomicU64,
 }
 
 fn unavailable(e: etcd::Error) -> StoreError {
@@ -99,7 +113,8 @@ impl Etcd {
             objects: format!("{prefix}/objects/").into_bytes(),
             writer: tokio::sync::Mutex::new(()),
             healthy: AtomicBool::new(true),
-            progress: std::sync::Mutex::new(None),
+            marking: tokio::sync::Mutex::new(()),
+            marked: AtomicU64::new(0),
         };
         let (revision, loaded) = etcd
             .load()
@@ -142,11 +157,36 @@ impl Etcd {
         k
     }
 
-    /// The storage key of an etcd key under the objects prefix.
+    /// The storage key of an etcd key under the objects prefix (none for the marker key).
     pub(super) fn storage_key(&self, key: &[u8]) -> Option<String> {
         key.strip_prefix(self.objects.as_slice())
+            .filter(|k| !k.is_empty())
             .and_then(|k| std::str::from_utf8(k).ok())
             .map(str::to_string)
+    }
+
+    /// Make sure a marker at or after `revision` is in etcd, so that this server's watch will bring it: the
+    /// changes up to `revision` come before it. Writes one unless a marker written since does.
+    pub(super) async fn mark_after(&self, revision: u64) -> Result<(), StoreError> {
+        if self.marked.load(Ordering::Acquire) >= revision {
+            return Ok(());
+        }
+        let _one = self.marking.lock().await;
+        if self.marked.load(Ordering::Acquire) >= revision {
+            return Ok(());
+        }
+        let resp = self
+            .client
+            .txn(pb::TxnRequest {
+                compare: Vec::new(),
+                success: vec![put(&self.objects, Vec::new())],
+                failure: Vec::new(),
+            })
+            .await
+            .map_err(unavailable)?;
+        let marked = resp.header.map_or(0, |h| h.revision) as u64;
+        self.marked.fetch_max(marked, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Write `value` (or delete, with `None`) if the key is still at `expected` (0: absent). Returns the
@@ -183,13 +223,10 @@ impl Etcd {
     /// The watch of every object key, from `start` on.
     pub(super) async fn watch(&self, start: u64) -> Result<etcd::WatchStream, StoreError> {
         let end = etcd::prefix_end(&self.objects);
-        let stream = self
-            .client
+        self.client
             .watch(&self.objects, &end, start as i64)
             .await
-            .map_err(unavailable)?;
-        *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = Some(stream.progress());
-        Ok(stream)
+            .map_err(unavailable)
     }
 
     /// etcd's current revision (a linearizable read).
@@ -200,13 +237,6 @@ impl Etcd {
             .await
             .map_err(unavailable)?;
         Ok(resp.header.map_or(0, |h| h.revision) as u64)
-    }
-
-    /// Ask the watch for a progress notification.
-    pub(super) fn request_progress(&self) {
-        if let Some(p) = self.progress.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            p.request();
-        }
     }
 
     pub(super) fn set_healthy(&self, healthy: bool) {
@@ -269,7 +299,9 @@ pub(super) const RETRY: Duration = Duration::from_millis(500);
 pub(super) enum Update {
     /// Changes in revision order: the key, the new JSON (none: deleted), the revision.
     Changes(Vec<(Vec<u8>, Option<Vec<u8>>, u64)>),
-    /// Every change up to this revision has been sent.
+    /// Every change up to this revision has been sent: etcd's periodic progress notification, which it sends
+    /// through the watch's own queue, after the events, and only once the watch has caught up (never
+    /// requested: a requested one may overtake events, see the module doc).
     Progress(u64),
     /// The watch started after etcd compacted this revision away: changes were missed.
     Compacted(u64),
@@ -423,6 +455,8 @@ impl super::Inner {
             if revision <= c.revision {
                 continue;
             }
+            // Seen, whether or not it makes an event (the marker, a value that does not parse).
+            c.revision = revision;
             let Some(key) = etcd.storage_key(&etcd_key) else {
                 continue;
             };
@@ -467,11 +501,11 @@ impl super::Inner {
                     }
                 }
             };
-            c.revision = revision;
             batch.push(Arc::new(event));
         }
         self.hub.publish(&batch);
         let applied = c.revision;
+        self.hub.advance(applied);
         w.overlay.retain(|_, (r, _)| *r > applied);
         w.revision = w.revision.max(applied);
         drop(c);
@@ -576,6 +610,25 @@ mod tests {
                 (b"/k/b".to_vec(), None, 12)
             ])
         );
+    }
+
+    #[tokio::test]
+    async fn the_marker_key_holds_no_object() {
+        let etcd = Etcd {
+            client: etcd::Client::new(&["http://127.0.0.1:2379".into()]).unwrap(),
+            objects: b"/kubeling/objects/".to_vec(),
+            writer: tokio::sync::Mutex::new(()),
+            healthy: AtomicBool::new(true),
+            marking: tokio::sync::Mutex::new(()),
+            marked: AtomicU64::new(0),
+        };
+        assert_eq!(etcd.storage_key(b"/kubeling/objects/"), None);
+        assert_eq!(
+            etcd.storage_key(b"/kubeling/objects/core/configmaps/ns/a")
+                .as_deref(),
+            Some("core/configmaps/ns/a")
+        );
+        assert_eq!(etcd.storage_key(b"/kubeling/cluster-id"), None);
     }
 
     #[test]

@@ -325,9 +325,9 @@ impl Storage {
         if self.revision() >= target {
             return Ok(());
         }
-        // Changes outside the object prefix advance etcd's revision too: a progress notification says when
-        // the watch has sent everything up to the current revision.
-        etcd.request_progress();
+        // The changes up to `target` may be on their way, or be outside the watched keys (no event will
+        // come): the marker's event comes after them either way.
+        etcd.mark_after(target).await?;
         let mut rx = self.inner.durable.subscribe();
         match tokio::time::timeout(etcd_store::CATCH_UP, rx.wait_for(|&d| d >= target)).await {
             Ok(Ok(_)) => Ok(()),
