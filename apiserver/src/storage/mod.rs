@@ -7,12 +7,18 @@
 //!                 → apply to the committed view + Hub::publish (same lock, revision order)
 //!                 → wake the writers: their requests are answered only now
 //! readers (get, list, watch start) see the committed view only: nothing that could still be lost.
+//!
+//! a failed write or flush (disk full): every write not yet acknowledged fails, writes are refused
+//! ──► the flusher retries every second: Store::recover (reopen) → rewrite what differs from the
+//!     committed view → flush → writes accepted again
 //! ```
 //!
 //! All objects live in memory (like upstream's watch cache); the `Store` is the durable copy, read once at
 //! start-up. That keeps reads fast and lets the engine be swapped (sled today; an in-memory store for tests).
 
 mod etcd_store;
+#[cfg(test)]
+mod faulty;
 mod memory;
 mod sled_store;
 
@@ -32,11 +38,18 @@ use crate::selector::{Fields, Selectable};
 use crate::watch::{Event, EventType, Hub, HubConfig, Start, Subscription};
 
 /// Failures of the storage engine (never a client's fault).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The engine failed.
     #[error("storage engine: {0}")]
     Engine(String),
+    /// The file system holding the data is full (ENOSPC, EDQUOT): nothing can be written until space is
+    /// freed.
+    #[error("no space left on the device holding {path}")]
+    NoSpace {
+        /// The engine's directory.
+        path: String,
+    },
     /// A stored value could not be decoded.
     #[error("corrupt value under key {key}: {reason}")]
     Corrupt {
@@ -87,6 +100,12 @@ pub trait Store: Send + Sync + 'static {
     fn write(&self, revision: u64, changes: &[Change]) -> Result<(), StoreError>;
     /// Make every earlier `write` durable.
     fn flush(&self) -> Result<(), StoreError>;
+    /// Make the engine usable again after a failed `write` or `flush` (sled keeps the first I/O error and
+    /// fails every later call until it is reopened). What the failed writes left on disk is whatever the
+    /// engine's recovery keeps: [`Storage`] reloads and rewrites it.
+    fn recover(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Bytes used on disk, if the engine knows.
     fn size_on_disk(&self) -> Option<u64>;
 }
@@ -230,6 +249,9 @@ struct Writer {
     revision: u64,
     /// Writes not yet committed (flushed), so the next writer sees them.
     overlay: HashMap<String, (u64, Option<Arc<Stored>>)>,
+    /// Set after a failed write or flush, until the flusher has recovered the engine: every write is
+    /// refused with this error meanwhile.
+    refusing: Option<StoreError>,
 }
 
 struct Committed {
@@ -237,9 +259,17 @@ struct Committed {
     objects: BTreeMap<String, Arc<Stored>>,
 }
 
+/// A queued write: its event, and who waits for its flush.
+struct Queued {
+    event: Arc<Event>,
+    done: tokio::sync::oneshot::Sender<Result<(), StoreError>>,
+}
+
 struct Pending {
-    events: VecDeque<Arc<Event>>,
+    events: VecDeque<Queued>,
     shutdown: bool,
+    /// The engine failed: the flusher recovers it before anything else (writes are refused meanwhile).
+    recovering: bool,
 }
 
 struct Inner {
@@ -253,7 +283,7 @@ struct Inner {
     hub: Arc<Hub>,
     pending: Mutex<Pending>,
     wake: Condvar,
-    /// The last revision made durable and published; `u64::MAX` after a fatal flush error.
+    /// The last revision made durable and published (etcd: applied from the watch).
     durable: tokio_watch::Sender<u64>,
 }
 
@@ -297,12 +327,23 @@ impl Storage {
         Ok(Storage { inner })
     }
 
-    /// False while the storage engine cannot be reached (etcd down): `/readyz` says not ready.
+    /// False while the storage engine cannot be reached (etcd down) or refuses writes (a full disk):
+    /// `/readyz` says not ready.
     pub fn ready(&self) -> bool {
-        self.inner
-            .etcd
-            .as_ref()
-            .is_none_or(|e| e.healthy.load(std::sync::atomic::Ordering::Acquire))
+        match &self.inner.etcd {
+            Some(e) => e.healthy.load(std::sync::atomic::Ordering::Acquire),
+            None => lock(&self.inner.writer).refusing.is_none(),
+        }
+    }
+
+    /// The name of the `/readyz` check that [`Storage::ready`] answers: `etcd` with etcd (upstream's),
+    /// else `storage`.
+    pub fn check_name(&self) -> &'static str {
+        if self.inner.etcd.is_some() {
+            "etcd"
+        } else {
+            "storage"
+        }
     }
 
     /// Wait until this server has applied every change committed anywhere before this call (etcd: several
@@ -454,8 +495,11 @@ impl Storage {
         let Some(store) = &self.inner.store else {
             return Err(StoreError::Closed.into());
         };
-        let (written, revision) = {
+        let (written, done) = {
             let mut w = lock(&self.inner.writer);
+            if let Some(e) = &w.refusing {
+                return Err(e.clone().into());
+            }
             let current = match w.overlay.get(key) {
                 Some((_, pending)) => pending.clone(),
                 None => self.get(key),
@@ -487,13 +531,23 @@ impl Storage {
             };
             let (object, new_state) = change;
             let bytes = new_state.as_ref().map(|s| s.bytes.clone());
-            store.write(
+            if let Err(e) = store.write(
                 revision,
                 &[Change {
                     key: key.to_string(),
                     value: bytes,
                 }],
-            )?;
+            ) {
+                // The engine may hold part of this write: refuse writes until the flusher has recovered it
+                // and made it match what was acknowledged.
+                tracing::error!(error = %e, key, "writing to storage failed; writes are refused until it recovers");
+                let e = refusal(e);
+                w.refusing = Some(e.clone());
+                let mut p = lock(&self.inner.pending);
+                p.recovering = true;
+                self.inner.wake.notify_all();
+                return Err(e.into());
+            }
             w.revision = revision;
             w.overlay.insert(key.to_string(), (revision, new_state));
             let ev = Arc::new(Event {
@@ -507,17 +561,19 @@ impl Storage {
             if p.shutdown {
                 return Err(StoreError::Closed.into());
             }
-            p.events.push_back(ev);
-            self.inner.wake.notify_one();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            p.events.push_back(Queued { event: ev, done: tx });
+            self.inner.wake.notify_all();
             (
                 Written {
                     object,
                     event: Some(event),
                 },
-                revision,
+                rx,
             )
         };
-        self.wait_durable(revision).await?;
+        // Answered only once the flusher has made it durable and published it, or failed it.
+        done.await.unwrap_or(Err(StoreError::Closed))?;
         Ok(written)
     }
 
@@ -599,18 +655,6 @@ impl Storage {
         })
     }
 
-    async fn wait_durable(&self, revision: u64) -> Result<(), StoreError> {
-        let mut rx = self.inner.durable.subscribe();
-        let reached = rx
-            .wait_for(|&d| d >= revision)
-            .await
-            .map_err(|_| StoreError::Closed)?;
-        if *reached == u64::MAX {
-            return Err(StoreError::Engine("flushing to disk failed; see the log".into()));
-        }
-        Ok(())
-    }
-
     /// Stop accepting writes, flush what is queued, end every watch. Idempotent.
     pub fn shutdown(&self) {
         self.inner.stop.cancel();
@@ -621,7 +665,7 @@ impl Storage {
         {
             let mut p = lock(&self.inner.pending);
             p.shutdown = true;
-            self.inner.wake.notify_one();
+            self.inner.wake.notify_all();
         }
         // Wait for the flusher to drain the queue.
         let mut p = lock(&self.inner.pending);
@@ -665,12 +709,14 @@ impl Inner {
             writer: Mutex::new(Writer {
                 revision,
                 overlay: HashMap::new(),
+                refusing: None,
             }),
             committed: RwLock::new(Committed { revision, objects }),
             hub: Hub::new(hub_config, revision),
             pending: Mutex::new(Pending {
                 events: VecDeque::new(),
                 shutdown: false,
+                recovering: false,
             }),
             wake: Condvar::new(),
             durable,
@@ -682,26 +728,39 @@ impl Inner {
             return;
         };
         loop {
-            let batch: Vec<Arc<Event>> = {
+            let batch: Option<Vec<Arc<Event>>> = {
                 let mut p = lock(&self.pending);
-                while p.events.is_empty() && !p.shutdown {
+                while p.events.is_empty() && !p.shutdown && !p.recovering {
                     p = self.wake.wait(p).unwrap_or_else(|e| e.into_inner());
                 }
-                if p.events.is_empty() {
+                if !p.events.is_empty() {
+                    Some(p.events.iter().map(|q| q.event.clone()).collect())
+                } else if p.shutdown {
                     self.wake.notify_all();
                     return;
+                } else {
+                    None
                 }
-                p.events.iter().cloned().collect()
+            };
+            let Some(batch) = batch else {
+                // Recovering: retry until the engine takes writes again, or the server stops.
+                match self.recover(store.as_ref()) {
+                    Ok(restored) => {
+                        tracing::warn!(restored, "storage is writable again; writes are accepted");
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "storage still cannot be written; retrying");
+                        let p = lock(&self.pending);
+                        if !p.shutdown {
+                            let _ = self.wake.wait_timeout(p, RECOVERY_RETRY);
+                        }
+                    }
+                }
+                continue;
             };
             if let Err(e) = store.flush() {
-                // Nothing in this batch can be acknowledged: fail the waiting writes, and refuse more.
-                tracing::error!(error = %e, "flushing storage failed; writes are refused from now on");
-                self.durable.send_replace(u64::MAX);
-                let mut p = lock(&self.pending);
-                p.events.clear();
-                p.shutdown = true;
-                self.wake.notify_all();
-                return;
+                self.fail_pending(e);
+                continue;
             }
             let last = batch.last().map(|e| e.revision).unwrap_or(0);
             {
@@ -722,13 +781,81 @@ impl Inner {
             {
                 let mut p = lock(&self.pending);
                 let n = batch.len().min(p.events.len());
-                p.events.drain(..n);
+                for q in p.events.drain(..n) {
+                    let _ = q.done.send(Ok(()));
+                }
                 self.wake.notify_all();
             }
             self.durable.send_replace(last);
         }
     }
+
+    /// A flush failed: nothing queued can be acknowledged (the engine may hold any part of it). Every
+    /// waiting write fails with `e`, and writes are refused until [`Inner::recover`] succeeds.
+    fn fail_pending(&self, e: StoreError) {
+        tracing::error!(error = %e, "flushing storage failed; writes are refused until it recovers");
+        let e = refusal(e);
+        // Writer before pending, as writers take them: no write is queued between the two.
+        let mut w = lock(&self.writer);
+        w.overlay.clear();
+        w.refusing = Some(e.clone());
+        let mut p = lock(&self.pending);
+        for q in p.events.drain(..) {
+            let _ = q.done.send(Err(e.clone()));
+        }
+        p.recovering = true;
+        self.wake.notify_all();
+    }
+
+    /// Recover the engine and make what it holds equal to the committed view: writes that failed may
+    /// have reached the disk in part, and must not come back at the next start. Then writes are accepted
+    /// again. Returns how many keys were rewritten.
+    fn recover(&self, store: &dyn Store) -> Result<usize, StoreError> {
+        store.recover()?;
+        let loaded = store.load()?;
+        // Writes are refused while recovering, so neither the writer's revision nor the committed view
+        // (only this thread changes it) moves meanwhile.
+        let revision = lock(&self.writer).revision.max(loaded.revision);
+        let changes: Vec<Change> = {
+            let c = self.committed.read().unwrap_or_else(|e| e.into_inner());
+            let mut on_disk: HashMap<String, Bytes> = loaded.objects.into_iter().collect();
+            let mut changes = Vec::new();
+            for (key, object) in &c.objects {
+                if on_disk.remove(key).as_ref() != Some(&object.bytes) {
+                    changes.push(Change {
+                        key: key.clone(),
+                        value: Some(object.bytes.clone()),
+                    });
+                }
+            }
+            changes.extend(on_disk.into_keys().map(|key| Change { key, value: None }));
+            changes
+        };
+        // Written even when nothing differs: a write and a flush that succeed are what shows the disk
+        // takes writes again.
+        store.write(revision, &changes)?;
+        store.flush()?;
+        let mut w = lock(&self.writer);
+        w.revision = revision;
+        w.refusing = None;
+        lock(&self.pending).recovering = false;
+        Ok(changes.len())
+    }
 }
+
+/// What writes get while the engine recovers from `e`: a full disk as such (507), anything else as
+/// unavailable (503, like etcd out of reach), never a 500: the server retries by itself.
+fn refusal(e: StoreError) -> StoreError {
+    match e {
+        StoreError::NoSpace { .. } | StoreError::Unavailable(_) | StoreError::Closed => e,
+        other => StoreError::Unavailable(format!(
+            "the storage engine failed ({other}); writes are refused until it recovers"
+        )),
+    }
+}
+
+/// How often a failed engine is tried again (reopened, rewritten, flushed).
+const RECOVERY_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[cfg(test)]
 mod tests {
@@ -850,5 +977,141 @@ mod tests {
         put(&s, "k/b", obj("b")).await;
         let w = s.watch("k/", WatchFrom::After(1)).unwrap();
         assert_eq!(w.replay.iter().map(|e| e.revision).collect::<Vec<_>>(), vec![2]);
+    }
+
+    // ---- a failing engine (a full disk) ----------------------------------------------------------------
+
+    use std::sync::atomic::Ordering::SeqCst;
+
+    fn faulty() -> (Arc<faulty::FaultyStore>, Storage) {
+        let store = Arc::new(faulty::FaultyStore::default());
+        let s = Storage::open(store.clone(), HubConfig::default()).unwrap();
+        (store, s)
+    }
+
+    async fn try_put(s: &Storage, key: &str) -> Result<Written, StoreError> {
+        s.write::<StoreError>(key, |_| Ok(Decision::Put(obj(key)))).await
+    }
+
+    /// Writes `key` until one is acknowledged (the flusher retries every second); panics after 10 s.
+    async fn put_once_writable(s: &Storage, key: &str) -> Written {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match try_put(s, key).await {
+                Ok(w) => return w,
+                Err(e) => assert!(std::time::Instant::now() < deadline, "still refused: {e}"),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    fn keys(c: &faulty::Contents) -> Vec<&str> {
+        c.1.keys().map(String::as_str).collect()
+    }
+
+    #[tokio::test]
+    async fn a_write_whose_flush_fails_is_refused_unseen_and_later_writes_are_refused_at_once() {
+        let (store, s) = faulty();
+        put(&s, "k/a", obj("a")).await;
+        let mut w = s.watch("k/", WatchFrom::After(1)).unwrap();
+        store.fail_flush.store(true, SeqCst);
+        store.fail_recover.store(true, SeqCst);
+        let err = try_put(&s, "k/b").await.unwrap_err();
+        assert!(matches!(err, StoreError::NoSpace { .. }), "{err}");
+        assert!(s.get("k/b").is_none());
+        assert_eq!(s.revision(), 1);
+        assert!(!s.ready());
+        // Refused before anything reaches the engine: a write that cannot flush is never queued.
+        let err = try_put(&s, "k/c").await.unwrap_err();
+        assert!(matches!(err, StoreError::NoSpace { .. }), "{err}");
+        assert!(s.get("k/c").is_none());
+        // Reads still answer; no watcher saw the refused writes.
+        assert_eq!(s.list("k/", None, None, |_| true).items.len(), 1);
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(100), w.subscription.next())
+                .await
+                .is_err(),
+            "a watcher saw a refused write"
+        );
+    }
+
+    #[tokio::test]
+    async fn writes_resume_once_the_engine_flushes_again_and_what_failed_is_gone_from_the_disk() {
+        let (store, s) = faulty();
+        put(&s, "k/a", obj("a")).await;
+        let mut w = s.watch("k/", WatchFrom::After(1)).unwrap();
+        store.fail_flush.store(true, SeqCst);
+        store.fail_recover.store(true, SeqCst);
+        // Concurrent writes: whether they shared the failed flush or came after it, none is acknowledged.
+        let mut tasks = Vec::new();
+        for i in 0..8 {
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move { try_put(&s, &format!("k/f{i}")).await }));
+        }
+        for t in tasks {
+            assert!(
+                t.await.unwrap().is_err(),
+                "a write whose flush failed was acknowledged"
+            );
+        }
+        // Half of a failed batch reached the disk: kept there, it would come back at the next start.
+        assert!(keys(&store.durable()).len() > 1, "{:?}", keys(&store.durable()));
+        store.fail_flush.store(false, SeqCst);
+        store.fail_recover.store(false, SeqCst);
+        let after = put_once_writable(&s, "k/z").await;
+        assert!(s.ready());
+        assert_eq!(keys(&store.durable()), ["k/a", "k/z"]);
+        assert_eq!(store.durable().0, after.object.revision);
+        assert_eq!(s.list("k/", None, None, |_| true).items.len(), 2);
+        // Revisions never go back: the refused writes' revisions are skipped, not reused.
+        assert!(after.object.revision > 2, "{}", after.object.revision);
+        match w.subscription.next().await {
+            crate::watch::Next::Event(e) => {
+                assert_eq!((e.key.as_str(), e.revision), ("k/z", after.object.revision))
+            }
+            _ => panic!("expected the event of k/z"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_engine_write_refuses_writes_until_the_engine_recovers() {
+        let (store, s) = faulty();
+        put(&s, "k/a", obj("a")).await;
+        store.fail_write.store(true, SeqCst);
+        assert!(matches!(
+            try_put(&s, "k/x").await,
+            Err(StoreError::NoSpace { .. })
+        ));
+        store.fail_write.store(false, SeqCst);
+        put_once_writable(&s, "k/y").await;
+        assert!(s.get("k/x").is_none());
+        assert_eq!(keys(&store.durable()), ["k/a", "k/y"]);
+    }
+
+    #[tokio::test]
+    async fn other_engine_failures_refuse_writes_as_unavailable_not_as_internal_errors() {
+        assert!(matches!(
+            refusal(StoreError::Engine("IO error: input/output error".into())),
+            StoreError::Unavailable(m) if m.contains("input/output error") && m.contains("until it recovers")
+        ));
+        assert!(matches!(
+            refusal(StoreError::NoSpace { path: "/d".into() }),
+            StoreError::NoSpace { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn shutdown_while_the_engine_cannot_recover_returns() {
+        let (store, s) = faulty();
+        store.fail_flush.store(true, SeqCst);
+        store.fail_recover.store(true, SeqCst);
+        assert!(try_put(&s, "k/a").await.is_err());
+        let s2 = s.clone();
+        let stopped = tokio::task::spawn_blocking(move || s2.shutdown());
+        tokio::time::timeout(std::time::Duration::from_secs(5), stopped)
+            .await
+            .expect("shutdown hung while recovering")
+            .unwrap();
+        assert!(try_put(&s, "k/b").await.is_err());
     }
 }
