@@ -82,6 +82,7 @@ impl SledStore {
     }
 
     fn open_db(path: &Path) -> Result<Open, StoreError> {
+        remove_unfinished_snapshots(path);
         let db = sled::Config::new()
             .path(path)
             // Reads are served from memory; sled's page cache only matters at start-up.
@@ -107,6 +108,37 @@ impl SledStore {
 
     fn engine(&self, e: sled::Error) -> StoreError {
         engine(&self.path, e)
+    }
+}
+
+/// sled writes a snapshot to `snap.<lsn>.generating` and renames it once complete, but its next open takes
+/// any `snap.*` file as the newest snapshot, a `.generating` one left by a failed write (a full disk) or a
+/// crash too, and then refuses to start ("Read corrupted data"). Such a file is never a finished snapshot,
+/// and the log it would index is intact: it is removed before opening, unless another process holds the
+/// database (sled's own lock, a `flock` on `db`).
+fn remove_unfinished_snapshots(path: &Path) {
+    let Ok(lock) = std::fs::File::open(path.join("db")) else {
+        return;
+    };
+    if lock.try_lock().is_err() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    tracing::warn!(file = %entry.path().display(), "removed an unfinished sled snapshot")
+                }
+                Err(e) => {
+                    tracing::warn!(file = %entry.path().display(), error = %e, "cannot remove an unfinished sled snapshot")
+                }
+            }
+        }
     }
 }
 
@@ -280,5 +312,27 @@ mod tests {
         s.flush().unwrap();
         let keys: Vec<String> = s.load().unwrap().objects.into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, ["k/a", "k/b"]);
+    }
+
+    #[test]
+    fn an_unfinished_snapshot_left_by_a_failed_write_does_not_stop_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = SledStore::open(dir.path()).unwrap();
+            s.write(
+                1,
+                &[Change {
+                    key: "k/a".into(),
+                    value: Some(Bytes::from_static(b"{}")),
+                }],
+            )
+            .unwrap();
+            s.flush().unwrap();
+        }
+        // What a snapshot write cut short by ENOSPC leaves: sorted after every finished snapshot.
+        std::fs::write(dir.path().join("snap.FFFFFFFFFFFFFFFF.generating"), b"").unwrap();
+        let s = SledStore::open(dir.path()).unwrap();
+        assert_eq!(s.load().unwrap().objects.len(), 1);
+        assert!(!dir.path().join("snap.FFFFFFFFFFFFFFFF.generating").exists());
     }
 }
