@@ -208,6 +208,11 @@ impl ApiError {
         Self::new(503, "ServiceUnavailable", message)
     }
 
+    /// 507 `InsufficientStorage`: the data's file system is full (no upstream reason has this code).
+    pub fn insufficient_storage(message: impl Into<String>) -> Self {
+        Self::new(507, "InsufficientStorage", message)
+    }
+
     /// The `metav1.Status` body for this error.
     pub fn to_status(&self) -> Value {
         let mut s = json!({

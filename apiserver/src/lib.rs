@@ -9,8 +9,8 @@
 //!    │                                  └──► watch streams (http/watch) ◄── watch::Hub
 //! registry (per-kind strategy: defaulting, validation, status/spec split, graceful delete)   ▲
 //!    │                                                                                         │
-//! storage::Storage::write ── one writer: next revision, Store::write (object + revision) ──► leader (a
-//!                            writer): fsync once per batch (group commit) → committed view + Hub::publish → ack
+//! storage::Storage::write ── one writer: next revision, Store::write (object + revision) ──► flusher:
+//!                            fsync once per batch (group commit) → committed view + Hub::publish → ack
 //! ```
 //!
 //! Layers point one way: `http → registry → storage → watch`; `storage` and `watch` know nothing of HTTP.

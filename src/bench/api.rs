@@ -186,8 +186,9 @@ pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
     );
 
     // 5. Watch fan-out: how long after a write is acknowledged each of N watchers has the event.
+    // From the current revision (an old pod's would be older than the watch history after the creates).
     let rv = pods
-        .get("p00000")
+        .list(&kube::api::ListParams::default().limit(1))
         .await?
         .metadata
         .resource_version

@@ -198,8 +198,8 @@ fn deprecation_warning(info: &ResourceInfo) -> Option<&'static str> {
     (info.group.is_empty() && info.plural == "endpoints").then_some(ENDPOINTS_DEPRECATED)
 }
 
-fn text(code: StatusCode, body: &'static str) -> Response {
-    let mut resp = Response::new(Body::from(body));
+fn text(code: StatusCode, body: impl Into<Body>) -> Response {
+    let mut resp = Response::new(body.into());
     *resp.status_mut() = code;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -346,13 +346,18 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
                 );
             }
             let verbose = query.get("verbose").is_some();
-            if which == "readyz" && !st.registry.storage().ready() {
+            let storage = st.registry.storage();
+            if which == "readyz" && !storage.ready() {
+                let failed = format!(
+                    "[-]{} failed: reason withheld\nreadyz check failed\n",
+                    storage.check_name()
+                );
                 return text(
                     StatusCode::SERVICE_UNAVAILABLE,
                     if verbose {
-                        "[+]ping ok\n[-]etcd failed: reason withheld\nreadyz check failed\n"
+                        format!("[+]ping ok\n{failed}")
                     } else {
-                        "[-]etcd failed: reason withheld\nreadyz check failed\n"
+                        failed
                     },
                 );
             }

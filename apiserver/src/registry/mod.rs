@@ -43,6 +43,11 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Closed => ApiError::unavailable("the server is shutting down"),
             StoreError::Unavailable(why) => ApiError::unavailable(why),
+            // upstream answers etcd's "mvcc: database space exceeded" with a 500; a 507 tells a full disk
+            // from a server bug, and the server takes writes again by itself once space is freed.
+            e @ StoreError::NoSpace { .. } => ApiError::insufficient_storage(format!(
+                "storage is full: {e}; writes are refused until space is freed"
+            )),
             StoreError::Conflict { key } => {
                 // `<group>/<resource>/<namespace>/<name>` (cluster-scoped: no namespace).
                 let mut parts = key.split('/');

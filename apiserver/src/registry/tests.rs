@@ -1209,3 +1209,17 @@ fn patches_of_every_type_with_arbitrary_bodies_apply_or_fail_with_a_4xx() {
         panic!("{e}");
     }
 }
+
+#[test]
+fn a_full_disk_is_507_insufficient_storage_and_other_refusals_503() {
+    let e = ApiError::from(StoreError::NoSpace {
+        path: "/data/db".into(),
+    });
+    assert_eq!((e.code, e.reason), (507, "InsufficientStorage"));
+    assert_eq!(
+        e.message,
+        "storage is full: no space left on the device holding /data/db; writes are refused until space is freed"
+    );
+    let e = ApiError::from(StoreError::Unavailable("the storage engine failed".into()));
+    assert_eq!((e.code, e.reason), (503, "ServiceUnavailable"));
+}

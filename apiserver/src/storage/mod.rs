@@ -3,17 +3,22 @@
 //! ```text
 //! registry ──write(key, decide)──► Writer (one lock): current (pending-aware) → decide → next revision
 //!                                    → Store::write(object + revision, atomically) → pending queue
-//! then the writer leads the commit if no one does (group commit without a thread hop):
-//!   leader: Store::flush (fsync, once for every write queued meanwhile) → apply to the committed view +
-//!           Hub::publish (same lock, revision order) → again while writes are queued → wake the others
-//!   others: wait until the durable revision reaches theirs; their requests are answered only now
+//! flusher thread: Store::flush (fsync, once for every write queued meanwhile = group commit)
+//!                 → apply to the committed view + Hub::publish (same lock, revision order)
+//!                 → wake the writers: their requests are answered only now
 //! readers (get, list, watch start) see the committed view only: nothing that could still be lost.
+//!
+//! a failed write or flush (disk full): every write not yet acknowledged fails, writes are refused
+//! ──► the flusher retries every second: Store::recover (reopen) → rewrite what differs from the
+//!     committed view → flush → writes accepted again
 //! ```
 //!
 //! All objects live in memory (like upstream's watch cache); the `Store` is the durable copy, read once at
 //! start-up. That keeps reads fast and lets the engine be swapped (sled today; an in-memory store for tests).
 
 mod etcd_store;
+#[cfg(test)]
+mod faulty;
 mod memory;
 mod sled_store;
 
@@ -23,7 +28,7 @@ pub use sled_store::SledStore;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -33,11 +38,18 @@ use crate::selector::{Fields, Selectable};
 use crate::watch::{Event, EventType, Hub, HubConfig, Start, Subscription};
 
 /// Failures of the storage engine (never a client's fault).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The engine failed.
     #[error("storage engine: {0}")]
     Engine(String),
+    /// The file system holding the data is full (ENOSPC, EDQUOT): nothing can be written until space is
+    /// freed.
+    #[error("no space left on the device holding {path}")]
+    NoSpace {
+        /// The engine's directory.
+        path: String,
+    },
     /// A stored value could not be decoded.
     #[error("corrupt value under key {key}: {reason}")]
     Corrupt {
@@ -80,7 +92,7 @@ pub struct Loaded {
     pub objects: Vec<(String, Bytes)>,
 }
 
-/// A durable key-value engine. Calls come from one writer at a time, plus the leader's flush.
+/// A durable key-value engine. Calls come from one writer at a time, plus the flusher.
 pub trait Store: Send + Sync + 'static {
     /// Read everything (at start-up).
     fn load(&self) -> Result<Loaded, StoreError>;
@@ -88,6 +100,12 @@ pub trait Store: Send + Sync + 'static {
     fn write(&self, revision: u64, changes: &[Change]) -> Result<(), StoreError>;
     /// Make every earlier `write` durable.
     fn flush(&self) -> Result<(), StoreError>;
+    /// Make the engine usable again after a failed `write` or `flush` (sled keeps the first I/O error and
+    /// fails every later call until it is reopened). What the failed writes left on disk is whatever the
+    /// engine's recovery keeps: [`Storage`] reloads and rewrites it.
+    fn recover(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Bytes used on disk, if the engine knows.
     fn size_on_disk(&self) -> Option<u64>;
 }
@@ -231,6 +249,9 @@ struct Writer {
     revision: u64,
     /// Writes not yet committed (flushed), so the next writer sees them.
     overlay: HashMap<String, (u64, Option<Arc<Stored>>)>,
+    /// Set after a failed write or flush, until the flusher has recovered the engine: every write is
+    /// refused with this error meanwhile.
+    refusing: Option<StoreError>,
 }
 
 struct Committed {
@@ -238,11 +259,17 @@ struct Committed {
     objects: BTreeMap<String, Arc<Stored>>,
 }
 
+/// A queued write: its event, and who waits for its flush.
+struct Queued {
+    event: Arc<Event>,
+    done: tokio::sync::oneshot::Sender<Result<(), StoreError>>,
+}
+
 struct Pending {
-    events: VecDeque<Arc<Event>>,
+    events: VecDeque<Queued>,
     shutdown: bool,
-    /// A writer is flushing and committing (the leader); it goes on until the queue is empty.
-    leading: bool,
+    /// The engine failed: the flusher recovers it before anything else (writes are refused meanwhile).
+    recovering: bool,
 }
 
 struct Inner {
@@ -255,7 +282,8 @@ struct Inner {
     committed: RwLock<Committed>,
     hub: Arc<Hub>,
     pending: Mutex<Pending>,
-    /// The last revision made durable and published; `u64::MAX` after a fatal flush error.
+    wake: Condvar,
+    /// The last revision made durable and published (etcd: applied from the watch).
     durable: tokio_watch::Sender<u64>,
 }
 
@@ -270,7 +298,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Storage {
-    /// Load everything from `store`.
+    /// Load everything from `store` and start the flusher thread.
     pub fn open(store: Arc<dyn Store>, hub_config: HubConfig) -> Result<Storage, StoreError> {
         let loaded = store.load()?;
         let mut objects = BTreeMap::new();
@@ -279,6 +307,11 @@ impl Storage {
             objects.insert(key, Arc::new(stored));
         }
         let inner = Inner::new(Some(store), None, loaded.revision, objects, hub_config);
+        let flusher = inner.clone();
+        std::thread::Builder::new()
+            .name("kubeling-flusher".into())
+            .spawn(move || flusher.flush_loop())
+            .map_err(|e| StoreError::Engine(format!("starting the flusher thread: {e}")))?;
         Ok(Storage { inner })
     }
 
@@ -294,12 +327,23 @@ impl Storage {
         Ok(Storage { inner })
     }
 
-    /// False while the storage engine cannot be reached (etcd down): `/readyz` says not ready.
+    /// False while the storage engine cannot be reached (etcd down) or refuses writes (a full disk):
+    /// `/readyz` says not ready.
     pub fn ready(&self) -> bool {
-        self.inner
-            .etcd
-            .as_ref()
-            .is_none_or(|e| e.healthy.load(std::sync::atomic::Ordering::Acquire))
+        match &self.inner.etcd {
+            Some(e) => e.healthy.load(std::sync::atomic::Ordering::Acquire),
+            None => lock(&self.inner.writer).refusing.is_none(),
+        }
+    }
+
+    /// The name of the `/readyz` check that [`Storage::ready`] answers: `etcd` with etcd (upstream's),
+    /// else `storage`.
+    pub fn check_name(&self) -> &'static str {
+        if self.inner.etcd.is_some() {
+            "etcd"
+        } else {
+            "storage"
+        }
     }
 
     /// Wait until this server has applied every change committed anywhere before this call (etcd: several
@@ -451,8 +495,11 @@ impl Storage {
         let Some(store) = &self.inner.store else {
             return Err(StoreError::Closed.into());
         };
-        let (written, revision) = {
+        let (written, done) = {
             let mut w = lock(&self.inner.writer);
+            if let Some(e) = &w.refusing {
+                return Err(e.clone().into());
+            }
             let current = match w.overlay.get(key) {
                 Some((_, pending)) => pending.clone(),
                 None => self.get(key),
@@ -484,13 +531,23 @@ impl Storage {
             };
             let (object, new_state) = change;
             let bytes = new_state.as_ref().map(|s| s.bytes.clone());
-            store.write(
+            if let Err(e) = store.write(
                 revision,
                 &[Change {
                     key: key.to_string(),
                     value: bytes,
                 }],
-            )?;
+            ) {
+                // The engine may hold part of this write: refuse writes until the flusher has recovered it
+                // and made it match what was acknowledged.
+                tracing::error!(error = %e, key, "writing to storage failed; writes are refused until it recovers");
+                let e = refusal(e);
+                w.refusing = Some(e.clone());
+                let mut p = lock(&self.inner.pending);
+                p.recovering = true;
+                self.inner.wake.notify_all();
+                return Err(e.into());
+            }
             w.revision = revision;
             w.overlay.insert(key.to_string(), (revision, new_state));
             let ev = Arc::new(Event {
@@ -504,16 +561,19 @@ impl Storage {
             if p.shutdown {
                 return Err(StoreError::Closed.into());
             }
-            p.events.push_back(ev);
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            p.events.push_back(Queued { event: ev, done: tx });
+            self.inner.wake.notify_all();
             (
                 Written {
                     object,
                     event: Some(event),
                 },
-                revision,
+                rx,
             )
         };
-        self.commit(revision).await?;
+        // Answered only once the flusher has made it durable and published it, or failed it.
+        done.await.unwrap_or(Err(StoreError::Closed))?;
         Ok(written)
     }
 
@@ -595,42 +655,6 @@ impl Storage {
         })
     }
 
-    /// Returns once `revision` (queued by this writer) is durable and published: this writer flushes and
-    /// commits the queue itself when no other writer is doing so (the leader), else waits for the leader.
-    /// A leader goes on while writes are queued, so a queued write is committed even if its writer stops
-    /// waiting (a dropped request) and no write after it comes.
-    async fn commit(&self, revision: u64) -> Result<(), StoreError> {
-        let mut rx = self.inner.durable.subscribe();
-        loop {
-            let durable = *rx.borrow_and_update();
-            if durable == u64::MAX {
-                return Err(StoreError::Engine("flushing to disk failed; see the log".into()));
-            }
-            if durable >= revision {
-                return Ok(());
-            }
-            let lead = {
-                let mut p = lock(&self.inner.pending);
-                let lead = !p.leading && !p.events.is_empty();
-                p.leading |= lead;
-                lead
-            };
-            if lead {
-                // The flush blocks: on a multi-thread runtime the worker's other tasks move elsewhere
-                // meanwhile; a current-thread runtime (tests) just waits for it.
-                if tokio::runtime::Handle::try_current()
-                    .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
-                {
-                    tokio::task::block_in_place(|| self.inner.lead());
-                } else {
-                    self.inner.lead();
-                }
-                continue;
-            }
-            rx.changed().await.map_err(|_| StoreError::Closed)?;
-        }
-    }
-
     /// Stop accepting writes, flush what is queued, end every watch. Idempotent.
     pub fn shutdown(&self) {
         self.inner.stop.cancel();
@@ -638,20 +662,17 @@ impl Storage {
             self.inner.hub.close_all();
             return;
         };
-        let lead = {
+        {
             let mut p = lock(&self.inner.pending);
             p.shutdown = true;
-            let lead = !p.leading && !p.events.is_empty();
-            p.leading |= lead;
-            lead
-        };
-        if lead {
-            self.inner.lead();
+            self.inner.wake.notify_all();
         }
-        // A leader already at work drains the queue; wait for it.
-        while lock(&self.inner.pending).leading {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+        // Wait for the flusher to drain the queue.
+        let mut p = lock(&self.inner.pending);
+        while !p.events.is_empty() {
+            p = self.inner.wake.wait(p).unwrap_or_else(|e| e.into_inner());
         }
+        drop(p);
         if let Err(e) = store.flush() {
             tracing::error!(error = %e, "final flush failed");
         }
@@ -688,43 +709,58 @@ impl Inner {
             writer: Mutex::new(Writer {
                 revision,
                 overlay: HashMap::new(),
+                refusing: None,
             }),
             committed: RwLock::new(Committed { revision, objects }),
             hub: Hub::new(hub_config, revision),
             pending: Mutex::new(Pending {
                 events: VecDeque::new(),
                 shutdown: false,
-                leading: false,
+                recovering: false,
             }),
+            wake: Condvar::new(),
             durable,
         })
     }
 
-    /// The leader's work (the caller set `leading`): flush and commit batches until the queue is empty.
-    fn lead(&self) {
+    fn flush_loop(self: Arc<Self>) {
         let Some(store) = self.store.clone() else {
-            lock(&self.pending).leading = false;
             return;
         };
         loop {
-            let batch: Vec<Arc<Event>> = {
+            let batch: Option<Vec<Arc<Event>>> = {
                 let mut p = lock(&self.pending);
-                if p.events.is_empty() {
-                    p.leading = false;
-                    return;
+                while p.events.is_empty() && !p.shutdown && !p.recovering {
+                    p = self.wake.wait(p).unwrap_or_else(|e| e.into_inner());
                 }
-                p.events.iter().cloned().collect()
+                if !p.events.is_empty() {
+                    Some(p.events.iter().map(|q| q.event.clone()).collect())
+                } else if p.shutdown {
+                    self.wake.notify_all();
+                    return;
+                } else {
+                    None
+                }
+            };
+            let Some(batch) = batch else {
+                // Recovering: retry until the engine takes writes again, or the server stops.
+                match self.recover(store.as_ref()) {
+                    Ok(restored) => {
+                        tracing::warn!(restored, "storage is writable again; writes are accepted");
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "storage still cannot be written; retrying");
+                        let p = lock(&self.pending);
+                        if !p.shutdown {
+                            let _ = self.wake.wait_timeout(p, RECOVERY_RETRY);
+                        }
+                    }
+                }
+                continue;
             };
             if let Err(e) = store.flush() {
-                // Nothing in this batch can be acknowledged: fail the waiting writes, and refuse more.
-                tracing::error!(error = %e, "flushing storage failed; writes are refused from now on");
-                let mut p = lock(&self.pending);
-                p.events.clear();
-                p.shutdown = true;
-                p.leading = false;
-                drop(p);
-                self.durable.send_replace(u64::MAX);
-                return;
+                self.fail_pending(e);
+                continue;
             }
             let last = batch.last().map(|e| e.revision).unwrap_or(0);
             {
@@ -745,12 +781,81 @@ impl Inner {
             {
                 let mut p = lock(&self.pending);
                 let n = batch.len().min(p.events.len());
-                p.events.drain(..n);
+                for q in p.events.drain(..n) {
+                    let _ = q.done.send(Ok(()));
+                }
+                self.wake.notify_all();
             }
             self.durable.send_replace(last);
         }
     }
+
+    /// A flush failed: nothing queued can be acknowledged (the engine may hold any part of it). Every
+    /// waiting write fails with `e`, and writes are refused until [`Inner::recover`] succeeds.
+    fn fail_pending(&self, e: StoreError) {
+        tracing::error!(error = %e, "flushing storage failed; writes are refused until it recovers");
+        let e = refusal(e);
+        // Writer before pending, as writers take them: no write is queued between the two.
+        let mut w = lock(&self.writer);
+        w.overlay.clear();
+        w.refusing = Some(e.clone());
+        let mut p = lock(&self.pending);
+        for q in p.events.drain(..) {
+            let _ = q.done.send(Err(e.clone()));
+        }
+        p.recovering = true;
+        self.wake.notify_all();
+    }
+
+    /// Recover the engine and make what it holds equal to the committed view: writes that failed may
+    /// have reached the disk in part, and must not come back at the next start. Then writes are accepted
+    /// again. Returns how many keys were rewritten.
+    fn recover(&self, store: &dyn Store) -> Result<usize, StoreError> {
+        store.recover()?;
+        let loaded = store.load()?;
+        // Writes are refused while recovering, so neither the writer's revision nor the committed view
+        // (only this thread changes it) moves meanwhile.
+        let revision = lock(&self.writer).revision.max(loaded.revision);
+        let changes: Vec<Change> = {
+            let c = self.committed.read().unwrap_or_else(|e| e.into_inner());
+            let mut on_disk: HashMap<String, Bytes> = loaded.objects.into_iter().collect();
+            let mut changes = Vec::new();
+            for (key, object) in &c.objects {
+                if on_disk.remove(key).as_ref() != Some(&object.bytes) {
+                    changes.push(Change {
+                        key: key.clone(),
+                        value: Some(object.bytes.clone()),
+                    });
+                }
+            }
+            changes.extend(on_disk.into_keys().map(|key| Change { key, value: None }));
+            changes
+        };
+        // Written even when nothing differs: a write and a flush that succeed are what shows the disk
+        // takes writes again.
+        store.write(revision, &changes)?;
+        store.flush()?;
+        let mut w = lock(&self.writer);
+        w.revision = revision;
+        w.refusing = None;
+        lock(&self.pending).recovering = false;
+        Ok(changes.len())
+    }
 }
+
+/// What writes get while the engine recovers from `e`: a full disk as such (507), anything else as
+/// unavailable (503, like etcd out of reach), never a 500: the server retries by itself.
+fn refusal(e: StoreError) -> StoreError {
+    match e {
+        StoreError::NoSpace { .. } | StoreError::Unavailable(_) | StoreError::Closed => e,
+        other => StoreError::Unavailable(format!(
+            "the storage engine failed ({other}); writes are refused until it recovers"
+        )),
+    }
+}
+
+/// How often a failed engine is tried again (reopened, rewritten, flushed).
+const RECOVERY_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[cfg(test)]
 mod tests {
@@ -865,110 +970,6 @@ mod tests {
         }
     }
 
-    /// A memory store whose flush waits while the gate is closed, and counts flushes.
-    #[derive(Default)]
-    struct GateStore {
-        inner: MemoryStore,
-        closed: Mutex<bool>,
-        opened: std::sync::Condvar,
-        flushes: std::sync::atomic::AtomicUsize,
-    }
-
-    impl GateStore {
-        fn set_closed(&self, closed: bool) {
-            *self.closed.lock().unwrap() = closed;
-            self.opened.notify_all();
-        }
-    }
-
-    impl Store for GateStore {
-        fn load(&self) -> Result<Loaded, StoreError> {
-            self.inner.load()
-        }
-        fn write(&self, revision: u64, changes: &[Change]) -> Result<(), StoreError> {
-            self.inner.write(revision, changes)
-        }
-        fn flush(&self) -> Result<(), StoreError> {
-            let mut closed = self.closed.lock().unwrap();
-            while *closed {
-                closed = self.opened.wait(closed).unwrap();
-            }
-            self.flushes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Ok(())
-        }
-        fn size_on_disk(&self) -> Option<u64> {
-            None
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn writes_queued_behind_a_flush_are_committed_by_its_leader_even_if_their_writer_gives_up() {
-        let store = Arc::new(GateStore::default());
-        let s = Storage::open(store.clone(), HubConfig::default()).unwrap();
-        store.set_closed(true);
-        // The first writer leads and blocks in the flush.
-        let first = tokio::spawn({
-            let s = s.clone();
-            async move { put(&s, "k/a", obj("a")).await.object.revision }
-        });
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !lock(&s.inner.pending).leading {
-            assert!(std::time::Instant::now() < deadline, "the first writer never led");
-            tokio::task::yield_now().await;
-        }
-        // Two more queue behind it; one of them stops waiting.
-        let second = tokio::spawn({
-            let s = s.clone();
-            async move { put(&s, "k/b", obj("b")).await.object.revision }
-        });
-        let third = tokio::spawn({
-            let s = s.clone();
-            async move { put(&s, "k/c", obj("c")).await.object.revision }
-        });
-        while lock(&s.inner.pending).events.len() < 3 {
-            assert!(std::time::Instant::now() < deadline, "writes not queued");
-            tokio::task::yield_now().await;
-        }
-        third.abort();
-        assert!(s.get("k/a").is_none(), "nothing is visible before its flush");
-        store.set_closed(false);
-        assert_eq!(first.await.unwrap(), 1);
-        assert_eq!(second.await.unwrap(), 2);
-        // The abandoned write was flushed and committed by the leader all the same.
-        let mut rx = s.inner.durable.subscribe();
-        tokio::time::timeout(std::time::Duration::from_secs(10), rx.wait_for(|&d| d >= 3))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(s.get("k/c").unwrap().revision, 3);
-        // One flush for the first write, one for the two queued behind it.
-        assert_eq!(store.flushes.load(std::sync::atomic::Ordering::SeqCst), 2);
-        assert!(!lock(&s.inner.pending).leading);
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn concurrent_writers_on_worker_threads_are_all_acknowledged_once_durable() {
-        let store = Arc::new(GateStore::default());
-        let s = Storage::open(store.clone(), HubConfig::default()).unwrap();
-        let mut tasks = Vec::new();
-        for i in 0..200 {
-            let s = s.clone();
-            tasks.push(tokio::spawn(async move {
-                let w = put(&s, &format!("k/{i}"), obj("x")).await;
-                // Acknowledged means committed: readers see it.
-                assert!(s.get(&format!("k/{i}")).is_some());
-                w.object.revision
-            }));
-        }
-        let mut revs = Vec::new();
-        for t in tasks {
-            revs.push(t.await.unwrap());
-        }
-        revs.sort();
-        assert_eq!(revs, (1..=200).collect::<Vec<_>>());
-        assert!(store.flushes.load(std::sync::atomic::Ordering::SeqCst) <= 200);
-    }
-
     #[tokio::test]
     async fn watch_after_replays_history() {
         let s = storage();
@@ -976,5 +977,141 @@ mod tests {
         put(&s, "k/b", obj("b")).await;
         let w = s.watch("k/", WatchFrom::After(1)).unwrap();
         assert_eq!(w.replay.iter().map(|e| e.revision).collect::<Vec<_>>(), vec![2]);
+    }
+
+    // ---- a failing engine (a full disk) ----------------------------------------------------------------
+
+    use std::sync::atomic::Ordering::SeqCst;
+
+    fn faulty() -> (Arc<faulty::FaultyStore>, Storage) {
+        let store = Arc::new(faulty::FaultyStore::default());
+        let s = Storage::open(store.clone(), HubConfig::default()).unwrap();
+        (store, s)
+    }
+
+    async fn try_put(s: &Storage, key: &str) -> Result<Written, StoreError> {
+        s.write::<StoreError>(key, |_| Ok(Decision::Put(obj(key)))).await
+    }
+
+    /// Writes `key` until one is acknowledged (the flusher retries every second); panics after 10 s.
+    async fn put_once_writable(s: &Storage, key: &str) -> Written {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match try_put(s, key).await {
+                Ok(w) => return w,
+                Err(e) => assert!(std::time::Instant::now() < deadline, "still refused: {e}"),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    fn keys(c: &faulty::Contents) -> Vec<&str> {
+        c.1.keys().map(String::as_str).collect()
+    }
+
+    #[tokio::test]
+    async fn a_write_whose_flush_fails_is_refused_unseen_and_later_writes_are_refused_at_once() {
+        let (store, s) = faulty();
+        put(&s, "k/a", obj("a")).await;
+        let mut w = s.watch("k/", WatchFrom::After(1)).unwrap();
+        store.fail_flush.store(true, SeqCst);
+        store.fail_recover.store(true, SeqCst);
+        let err = try_put(&s, "k/b").await.unwrap_err();
+        assert!(matches!(err, StoreError::NoSpace { .. }), "{err}");
+        assert!(s.get("k/b").is_none());
+        assert_eq!(s.revision(), 1);
+        assert!(!s.ready());
+        // Refused before anything reaches the engine: a write that cannot flush is never queued.
+        let err = try_put(&s, "k/c").await.unwrap_err();
+        assert!(matches!(err, StoreError::NoSpace { .. }), "{err}");
+        assert!(s.get("k/c").is_none());
+        // Reads still answer; no watcher saw the refused writes.
+        assert_eq!(s.list("k/", None, None, |_| true).items.len(), 1);
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(100), w.subscription.next())
+                .await
+                .is_err(),
+            "a watcher saw a refused write"
+        );
+    }
+
+    #[tokio::test]
+    async fn writes_resume_once_the_engine_flushes_again_and_what_failed_is_gone_from_the_disk() {
+        let (store, s) = faulty();
+        put(&s, "k/a", obj("a")).await;
+        let mut w = s.watch("k/", WatchFrom::After(1)).unwrap();
+        store.fail_flush.store(true, SeqCst);
+        store.fail_recover.store(true, SeqCst);
+        // Concurrent writes: whether they shared the failed flush or came after it, none is acknowledged.
+        let mut tasks = Vec::new();
+        for i in 0..8 {
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move { try_put(&s, &format!("k/f{i}")).await }));
+        }
+        for t in tasks {
+            assert!(
+                t.await.unwrap().is_err(),
+                "a write whose flush failed was acknowledged"
+            );
+        }
+        // Half of a failed batch reached the disk: kept there, it would come back at the next start.
+        assert!(keys(&store.durable()).len() > 1, "{:?}", keys(&store.durable()));
+        store.fail_flush.store(false, SeqCst);
+        store.fail_recover.store(false, SeqCst);
+        let after = put_once_writable(&s, "k/z").await;
+        assert!(s.ready());
+        assert_eq!(keys(&store.durable()), ["k/a", "k/z"]);
+        assert_eq!(store.durable().0, after.object.revision);
+        assert_eq!(s.list("k/", None, None, |_| true).items.len(), 2);
+        // Revisions never go back: the refused writes' revisions are skipped, not reused.
+        assert!(after.object.revision > 2, "{}", after.object.revision);
+        match w.subscription.next().await {
+            crate::watch::Next::Event(e) => {
+                assert_eq!((e.key.as_str(), e.revision), ("k/z", after.object.revision))
+            }
+            _ => panic!("expected the event of k/z"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_engine_write_refuses_writes_until_the_engine_recovers() {
+        let (store, s) = faulty();
+        put(&s, "k/a", obj("a")).await;
+        store.fail_write.store(true, SeqCst);
+        assert!(matches!(
+            try_put(&s, "k/x").await,
+            Err(StoreError::NoSpace { .. })
+        ));
+        store.fail_write.store(false, SeqCst);
+        put_once_writable(&s, "k/y").await;
+        assert!(s.get("k/x").is_none());
+        assert_eq!(keys(&store.durable()), ["k/a", "k/y"]);
+    }
+
+    #[tokio::test]
+    async fn other_engine_failures_refuse_writes_as_unavailable_not_as_internal_errors() {
+        assert!(matches!(
+            refusal(StoreError::Engine("IO error: input/output error".into())),
+            StoreError::Unavailable(m) if m.contains("input/output error") && m.contains("until it recovers")
+        ));
+        assert!(matches!(
+            refusal(StoreError::NoSpace { path: "/d".into() }),
+            StoreError::NoSpace { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn shutdown_while_the_engine_cannot_recover_returns() {
+        let (store, s) = faulty();
+        store.fail_flush.store(true, SeqCst);
+        store.fail_recover.store(true, SeqCst);
+        assert!(try_put(&s, "k/a").await.is_err());
+        let s2 = s.clone();
+        let stopped = tokio::task::spawn_blocking(move || s2.shutdown());
+        tokio::time::timeout(std::time::Duration::from_secs(5), stopped)
+            .await
+            .expect("shutdown hung while recovering")
+            .unwrap();
+        assert!(try_put(&s, "k/b").await.is_err());
     }
 }

@@ -1,7 +1,10 @@
 //! The sled [`Store`]: one tree, objects under `o/<key>`, the revision under `m/revision`, both written in
-//! one atomic batch; `flush` is sled's fsync.
+//! one atomic batch; `flush` is sled's fsync. sled keeps the first I/O error (a full disk) and fails every
+//! later call with it, so `recover` reopens the database: sled's own recovery reads back what reached the
+//! disk.
 
 use std::path::{Path, PathBuf};
+use std::sync::{RwLock, RwLockReadGuard};
 
 use bytes::Bytes;
 
@@ -9,16 +12,36 @@ use super::{Change, Loaded, Store, StoreError};
 
 const REVISION_KEY: &[u8] = b"m/revision";
 const OBJECT_PREFIX: &[u8] = b"o/";
+/// How long an open waits for sled's file lock to be let go by an instance closing in this process.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// sled on disk in the data directory.
 pub struct SledStore {
-    db: sled::Db,
-    tree: sled::Tree,
+    /// The open database; none only while [`Store::recover`] reopens it.
+    open: RwLock<Option<Open>>,
     path: PathBuf,
 }
 
-fn engine(e: sled::Error) -> StoreError {
-    StoreError::Engine(e.to_string())
+struct Open {
+    db: sled::Db,
+    tree: sled::Tree,
+}
+
+/// A sled error as a [`StoreError`]: a full file system (ENOSPC, EDQUOT) as [`StoreError::NoSpace`].
+fn engine(path: &Path, e: sled::Error) -> StoreError {
+    match &e {
+        sled::Error::Io(io)
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            ) =>
+        {
+            StoreError::NoSpace {
+                path: path.display().to_string(),
+            }
+        }
+        _ => StoreError::Engine(e.to_string()),
+    }
 }
 
 impl SledStore {
@@ -26,13 +49,20 @@ impl SledStore {
     pub fn open(path: &Path) -> Result<SledStore, StoreError> {
         // sled holds an exclusive file lock until its last reference (some held by its own background
         // threads) is gone: a restart right after a shutdown can find it still held for a moment.
-        Self::open_waiting(path, std::time::Duration::from_secs(5))
+        Self::open_waiting(path, LOCK_WAIT)
     }
 
     fn open_waiting(path: &Path, wait: std::time::Duration) -> Result<SledStore, StoreError> {
+        Ok(SledStore {
+            open: RwLock::new(Some(Self::open_db_waiting(path, wait)?)),
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn open_db_waiting(path: &Path, wait: std::time::Duration) -> Result<Open, StoreError> {
         let deadline = std::time::Instant::now() + wait;
         loop {
-            match Self::try_open(path) {
+            match Self::open_db(path) {
                 Err(StoreError::Engine(msg))
                     if msg.contains("could not acquire lock") && std::time::Instant::now() < deadline =>
                 {
@@ -51,7 +81,8 @@ impl SledStore {
         }
     }
 
-    fn try_open(path: &Path) -> Result<SledStore, StoreError> {
+    fn open_db(path: &Path) -> Result<Open, StoreError> {
+        remove_unfinished_snapshots(path);
         let db = sled::Config::new()
             .path(path)
             // Reads are served from memory; sled's page cache only matters at start-up.
@@ -60,18 +91,72 @@ impl SledStore {
             .flush_every_ms(None)
             .open()
             .map_err(|e| StoreError::Engine(format!("opening {}: {e}", path.display())))?;
-        let tree = db.open_tree("objects").map_err(engine)?;
-        Ok(SledStore {
-            db,
-            tree,
-            path: path.to_path_buf(),
-        })
+        let tree = db.open_tree("objects").map_err(|e| engine(path, e))?;
+        Ok(Open { db, tree })
+    }
+
+    fn db(&self) -> Result<DbGuard<'_>, StoreError> {
+        let guard = self.open.read().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            return Err(StoreError::Engine(format!(
+                "the database {} is closed: reopening it failed",
+                self.path.display()
+            )));
+        }
+        Ok(DbGuard(guard))
+    }
+
+    fn engine(&self, e: sled::Error) -> StoreError {
+        engine(&self.path, e)
+    }
+}
+
+/// sled writes a snapshot to `snap.<lsn>.generating` and renames it once complete, but its next open takes
+/// any `snap.*` file as the newest snapshot, a `.generating` one left by a failed write (a full disk) or a
+/// crash too, and then refuses to start ("Read corrupted data"). Such a file is never a finished snapshot,
+/// and the log it would index is intact: it is removed before opening, unless another process holds the
+/// database (sled's own lock, a `flock` on `db`).
+fn remove_unfinished_snapshots(path: &Path) {
+    let Ok(lock) = std::fs::File::open(path.join("db")) else {
+        return;
+    };
+    if lock.try_lock().is_err() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    tracing::warn!(file = %entry.path().display(), "removed an unfinished sled snapshot")
+                }
+                Err(e) => {
+                    tracing::warn!(file = %entry.path().display(), error = %e, "cannot remove an unfinished sled snapshot")
+                }
+            }
+        }
+    }
+}
+
+/// The open database, held for one call.
+struct DbGuard<'a>(RwLockReadGuard<'a, Option<Open>>);
+
+impl std::ops::Deref for DbGuard<'_> {
+    type Target = Open;
+
+    fn deref(&self) -> &Open {
+        self.0.as_ref().expect("checked when the guard was made")
     }
 }
 
 impl Store for SledStore {
     fn load(&self) -> Result<Loaded, StoreError> {
-        let revision = match self.tree.get(REVISION_KEY).map_err(engine)? {
+        let open = self.db()?;
+        let revision = match open.tree.get(REVISION_KEY).map_err(|e| self.engine(e))? {
             Some(v) => {
                 let raw: [u8; 8] = v.as_ref().try_into().map_err(|_| StoreError::Corrupt {
                     key: "m/revision".into(),
@@ -82,8 +167,8 @@ impl Store for SledStore {
             None => 0,
         };
         let mut objects = Vec::new();
-        for item in self.tree.scan_prefix(OBJECT_PREFIX) {
-            let (k, v) = item.map_err(engine)?;
+        for item in open.tree.scan_prefix(OBJECT_PREFIX) {
+            let (k, v) = item.map_err(|e| self.engine(e))?;
             let key = String::from_utf8_lossy(&k[OBJECT_PREFIX.len()..]).into_owned();
             objects.push((key, Bytes::copy_from_slice(&v)));
         }
@@ -101,11 +186,19 @@ impl Store for SledStore {
                 None => batch.remove(key),
             }
         }
-        self.tree.apply_batch(batch).map_err(engine)
+        self.db()?.tree.apply_batch(batch).map_err(|e| self.engine(e))
     }
 
     fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush().map(|_| ()).map_err(engine)
+        self.db()?.db.flush().map(|_| ()).map_err(|e| self.engine(e))
+    }
+
+    fn recover(&self) -> Result<(), StoreError> {
+        let mut open = self.open.write().unwrap_or_else(|e| e.into_inner());
+        // Closed first: sled holds its file lock until the last handle is gone.
+        *open = None;
+        *open = Some(Self::open_db_waiting(&self.path, LOCK_WAIT)?);
+        Ok(())
     }
 
     fn size_on_disk(&self) -> Option<u64> {
@@ -192,5 +285,54 @@ mod tests {
             .unwrap();
         first.flush().unwrap();
         assert_eq!(first.load().unwrap().revision, 1);
+    }
+
+    #[test]
+    fn a_full_disk_is_no_space_naming_the_directory() {
+        let full = sled::Error::Io(std::io::Error::from(std::io::ErrorKind::StorageFull));
+        let e = engine(Path::new("/data/db"), full);
+        assert_eq!(e.to_string(), "no space left on the device holding /data/db");
+        let other = sled::Error::Io(std::io::Error::other("bad sector"));
+        assert!(matches!(engine(Path::new("/d"), other), StoreError::Engine(_)));
+    }
+
+    #[test]
+    fn recover_reopens_the_database_with_what_was_flushed_and_takes_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SledStore::open(dir.path()).unwrap();
+        let change = |key: &str| Change {
+            key: key.into(),
+            value: Some(Bytes::from_static(b"{}")),
+        };
+        s.write(1, &[change("k/a")]).unwrap();
+        s.flush().unwrap();
+        s.recover().unwrap();
+        assert_eq!(s.load().unwrap().revision, 1);
+        s.write(2, &[change("k/b")]).unwrap();
+        s.flush().unwrap();
+        let keys: Vec<String> = s.load().unwrap().objects.into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["k/a", "k/b"]);
+    }
+
+    #[test]
+    fn an_unfinished_snapshot_left_by_a_failed_write_does_not_stop_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = SledStore::open(dir.path()).unwrap();
+            s.write(
+                1,
+                &[Change {
+                    key: "k/a".into(),
+                    value: Some(Bytes::from_static(b"{}")),
+                }],
+            )
+            .unwrap();
+            s.flush().unwrap();
+        }
+        // What a snapshot write cut short by ENOSPC leaves: sorted after every finished snapshot.
+        std::fs::write(dir.path().join("snap.FFFFFFFFFFFFFFFF.generating"), b"").unwrap();
+        let s = SledStore::open(dir.path()).unwrap();
+        assert_eq!(s.load().unwrap().objects.len(), 1);
+        assert!(!dir.path().join("snap.FFFFFFFFFFFFFFFF.generating").exists());
     }
 }

@@ -191,8 +191,12 @@ impl Worker {
         }
     }
 
-    async fn observe(&mut self) -> ObservedPod {
-        let out = self.observe_runtime().await;
+    /// What the runtime runs for this pod; `None` when the runtime cannot say (Docker down or
+    /// restarting): then nothing is decided or reported from it, as upstream's kubelet skips pod syncs
+    /// while its runtime is down. An empty answer would read as every container gone (each counted as a
+    /// restart) and every sandbox to be made anew.
+    async fn observe(&mut self) -> Option<ObservedPod> {
+        let out = self.observe_runtime().await?;
         // Publish the newest and previous instance of each container for logs and exec.
         let mut by_name: BTreeMap<&str, Vec<&ObservedContainer>> = BTreeMap::new();
         for c in &out.containers {
@@ -208,19 +212,43 @@ impl Worker {
                 map.insert(key, (self.uid.clone(), current, previous));
             }
         }
-        out
+        Some(out)
     }
 
-    async fn observe_runtime(&mut self) -> ObservedPod {
+    /// [`Worker::observe`], tried again every relist period until the runtime answers; `None` only when
+    /// the kubelet stops first. For what must see the containers to act (killing them).
+    async fn observe_when_up(&mut self) -> Option<ObservedPod> {
+        loop {
+            if let Some(observed) = self.observe().await {
+                return Some(observed);
+            }
+            tokio::select! {
+                _ = self.cancel.cancelled() => return None,
+                _ = tokio::time::sleep(RELIST_PERIOD) => {}
+            }
+        }
+    }
+
+    async fn observe_runtime(&mut self) -> Option<ObservedPod> {
         let mut out = ObservedPod::default();
         let limit = crate::termination::per_container_limit(self.container_count());
         let mut seen_exited = HashMap::new();
-        let Ok(list) = self.k.runtime.list(&ListFilter::all().pod_uid(&self.uid)).await else {
-            return out;
+        let list = match self.k.runtime.list(&ListFilter::all().pod_uid(&self.uid)).await {
+            Ok(list) => list,
+            Err(e) => {
+                tracing::debug!(pod_uid = %self.uid, error = %e, "cannot list the pod's containers; sync skipped");
+                return None;
+            }
         };
         for c in list {
-            let Ok(st) = self.k.runtime.inspect(&c.id).await else {
-                continue;
+            let st = match self.k.runtime.inspect(&c.id).await {
+                Ok(st) => st,
+                // Removed since the list: it is not there.
+                Err(crate::runtime::RuntimeError::NotFound { .. }) => continue,
+                Err(e) => {
+                    tracing::debug!(pod_uid = %self.uid, error = %e, "cannot inspect a container; sync skipped");
+                    return None;
+                }
             };
             match c.kind() {
                 Some(ContainerKind::Sandbox) => out.sandboxes.push(ObservedSandbox {
@@ -274,7 +302,7 @@ impl Worker {
         }
         // Exited instances never change: their messages are read once, and forgotten with them.
         self.messages = seen_exited;
-        out
+        Some(out)
     }
 
     /// Regular, init and ephemeral containers in the spec (they share the pod's 12 KiB of messages).
@@ -364,7 +392,9 @@ impl Worker {
         if self.eviction.is_some() || terminal {
             // A terminal phase never goes back (upstream's pod worker moves the pod to terminated): stop
             // what still runs, start nothing, keep the status current.
-            let observed = self.observe().await;
+            let Some(observed) = self.observe().await else {
+                return Next::At(None);
+            };
             let running = observed
                 .containers
                 .iter()
@@ -373,7 +403,10 @@ impl Worker {
             let observed = if running {
                 self.k.probes.stop_liveness_and_startup(pod);
                 self.ops.kill_all(pod, &observed, None).await;
-                self.observe().await
+                match self.observe().await {
+                    Some(observed) => observed,
+                    None => return Next::At(None),
+                }
             } else {
                 observed
             };
@@ -386,7 +419,9 @@ impl Worker {
             };
         }
         self.k.probes.add_pod(pod, reported.as_ref());
-        let observed = self.observe().await;
+        let Some(observed) = self.observe().await else {
+            return Next::At(None);
+        };
         self.refresh_tokens(pod, &observed).await;
         // upstream generates and records the status first in SyncPod, before acting: a pod whose
         // postStart hook or image pull takes long shows its containers waiting meanwhile.
@@ -403,7 +438,14 @@ impl Worker {
                 },
             );
         }
-        let observed = if acted { self.observe().await } else { observed };
+        let observed = if acted {
+            match self.observe().await {
+                Some(observed) => observed,
+                None => return Next::At(None),
+            }
+        } else {
+            observed
+        };
         self.report(pod, &observed, false).await;
         let deadline = deadline::deadline(pod, start_time.or_else(|| self.start_time_of(pod)));
         Next::At(match (actions.next_check, deadline) {
@@ -517,7 +559,9 @@ impl Worker {
     async fn terminate(&mut self, pod: &Pod) {
         // Readiness keeps running through graceful termination (upstream StopLivenessAndStartup).
         self.k.probes.stop_liveness_and_startup(pod);
-        let observed = self.observe().await;
+        let Some(observed) = self.observe_when_up().await else {
+            return;
+        };
         let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(30);
         // While the containers stop (preStop hooks, the grace period), readiness is still probed: its
         // changes are written as they come (upstream keeps the status current through termination).
@@ -539,13 +583,16 @@ impl Worker {
                         wake = None;
                         continue;
                     }
-                    let observed = self.observe().await;
-                    self.report(pod, &observed, false).await;
+                    if let Some(observed) = self.observe().await {
+                        self.report(pod, &observed, false).await;
+                    }
                 }
             }
         }
         self.k.probes.remove_pod(&self.uid);
-        let observed = self.observe().await;
+        let Some(observed) = self.observe_when_up().await else {
+            return;
+        };
         self.report(pod, &observed, true).await;
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let name = pod.metadata.name.as_deref().unwrap_or("");
@@ -567,7 +614,9 @@ impl Worker {
     /// then delete its mirror pod (housekeeping would find it orphaned; this is sooner). No status is
     /// written: a static pod is never given a terminal phase.
     async fn stop_static(&mut self, pod: &Pod) {
-        let observed = self.observe().await;
+        let Some(observed) = self.observe_when_up().await else {
+            return;
+        };
         let grace = pod
             .spec
             .as_ref()

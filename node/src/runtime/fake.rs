@@ -143,6 +143,8 @@ struct State {
     by_uid: HashMap<String, std::collections::BTreeSet<String>>,
     calls: Vec<Call>,
     failures: HashMap<Op, VecDeque<String>>,
+    /// While set, every call fails with this message (the daemon is unreachable).
+    down: Option<String>,
     exit_on_start: HashMap<String, i64>,
     stop_exit_code: i64,
     logs: HashMap<String, Bytes>,
@@ -197,6 +199,7 @@ impl FakeRuntime {
                 by_uid: HashMap::new(),
                 calls: Vec::new(),
                 failures: HashMap::new(),
+                down: None,
                 exit_on_start: HashMap::new(),
                 stop_exit_code: 0,
                 logs: HashMap::new(),
@@ -237,6 +240,12 @@ impl FakeRuntime {
             .entry(op)
             .or_default()
             .push_back(message.to_owned());
+    }
+
+    /// While `message` is set, every call fails with it, as when the Docker daemon is stopped or
+    /// restarting; `None` brings the runtime back, its containers as they were left.
+    pub fn set_down(&self, message: Option<&str>) {
+        self.lock().down = message.map(str::to_owned);
     }
 
     /// Containers named `container` in their pod spec exit with `exit_code` as soon as they start (a crash
@@ -327,7 +336,11 @@ impl FakeRuntime {
         if let Some(call) = call {
             state.calls.push(call);
         }
-        match state.failures.get_mut(&op).and_then(VecDeque::pop_front) {
+        let failure = match &state.down {
+            Some(message) => Some(message.clone()),
+            None => state.failures.get_mut(&op).and_then(VecDeque::pop_front),
+        };
+        match failure {
             Some(message) => Err(RuntimeError::Runtime {
                 op: "fake",
                 target: format!("{op:?}").to_lowercase(),
