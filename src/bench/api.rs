@@ -186,60 +186,11 @@ pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
     );
 
     // 5. Watch fan-out: how long after a write is acknowledged each of N watchers has the event.
-    // From the current revision (an old pod's would be older than the watch history after the creates).
-    let rv = pods
-        .list(&kube::api::ListParams::default().limit(1))
-        .await?
-        .metadata
-        .resource_version
-        .unwrap_or_default();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
-    let mut tasks = Vec::new();
-    for _ in 0..args.watchers {
-        let mut stream = pods
-            .watch(&WatchParams::default().labels("app=fanout"), &rv)
-            .await?
-            .boxed();
-        let tx = tx.clone();
-        tasks.push(tokio::spawn(async move {
-            while let Some(Ok(ev)) = stream.next().await {
-                if let WatchEvent::Added(p) = ev {
-                    let _ = tx.send((p.metadata.name.unwrap_or_default(), Instant::now()));
-                }
-            }
-        }));
-    }
-    drop(tx);
     let writes = 50;
-    let mut acked = std::collections::HashMap::new();
-    for i in 0..writes {
-        let name = format!("fan{i:03}");
-        let mut p = pod(&name);
-        p.metadata.labels = Some([("app".to_string(), "fanout".to_string())].into());
-        pods.create(&PostParams::default(), &p).await?;
-        acked.insert(name, Instant::now());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let mut delays = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while delays.len() < writes * args.watchers && Instant::now() < deadline {
-        match tokio::time::timeout(Duration::from_secs(1), rx.recv()).await {
-            Ok(Some((name, at))) => {
-                if let Some(ack) = acked.get(&name) {
-                    delays.push(at.saturating_duration_since(*ack));
-                }
-            }
-            _ => break,
-        }
-    }
-    for t in tasks {
-        t.abort();
-    }
-    delays.sort();
+    let (delivered, delays) = fan_out(&pods, &pods, args.watchers, writes, "fan").await?;
     println!(
-        "watch fan-out to {} watchers: {} of {} deliveries; after the write's acknowledgement p50 {}, p99 {} (target p99 < 2 ms; 0 = before the ack)",
+        "watch fan-out to {} watchers: {delivered} of {} deliveries; after the write's acknowledgement p50 {}, p99 {} (target p99 < 2 ms; 0 = before the ack)",
         args.watchers,
-        delays.len(),
         writes * args.watchers,
         ms(percentile(&delays, 0.5)),
         ms(percentile(&delays, 0.99))
@@ -257,6 +208,67 @@ pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
     println!("RSS after the run: {} MB", rss_kib(pid).unwrap_or(0) / 1024);
     drop(srv);
     Ok(())
+}
+
+/// `watchers` watches on `watch_on` (from its current revision: an old pod's could be older than the watch
+/// history) of the pods labelled `app=fanout`, then `writes` such pods created through `write_to`, one every
+/// 20 ms: how many events arrived, and how long after each write's acknowledgement (sorted).
+pub(super) async fn fan_out(
+    write_to: &Api<Pod>,
+    watch_on: &Api<Pod>,
+    watchers: usize,
+    writes: usize,
+    prefix: &str,
+) -> anyhow::Result<(usize, Vec<Duration>)> {
+    let rv = watch_on
+        .list(&kube::api::ListParams::default().limit(1))
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    let mut tasks = Vec::new();
+    for _ in 0..watchers {
+        let mut stream = watch_on
+            .watch(&WatchParams::default().labels("app=fanout"), &rv)
+            .await?
+            .boxed();
+        let tx = tx.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(Ok(ev)) = stream.next().await {
+                if let WatchEvent::Added(p) = ev {
+                    let _ = tx.send((p.metadata.name.unwrap_or_default(), Instant::now()));
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let mut acked = std::collections::HashMap::new();
+    for i in 0..writes {
+        let name = format!("{prefix}{i:03}");
+        let mut p = pod(&name);
+        p.metadata.labels = Some([("app".to_string(), "fanout".to_string())].into());
+        write_to.create(&PostParams::default(), &p).await?;
+        acked.insert(name, Instant::now());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut delays = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while delays.len() < writes * watchers && Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_secs(1), rx.recv()).await {
+            Ok(Some((name, at))) => {
+                if let Some(ack) = acked.get(&name) {
+                    delays.push(at.saturating_duration_since(*ack));
+                }
+            }
+            _ => break,
+        }
+    }
+    for t in tasks {
+        t.abort();
+    }
+    delays.sort();
+    Ok((delays.len(), delays))
 }
 
 /// `clients` clients, each with its own connection, each creating `per_client` pods one after another in

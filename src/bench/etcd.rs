@@ -8,12 +8,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use super::api::{pod, serial_version_gets};
+use super::api::{fan_out, pod, serial_version_gets};
 use super::{BenchArgs, client, ms, percentile, start_with};
 
 /// An etcd member, killed on drop.
@@ -111,59 +110,11 @@ pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
 
     // Watchers on B, writes through A.
     let pods_b: Api<Pod> = Api::namespaced(cb.clone(), "bench");
-    let rv = pods_b
-        .list(&Default::default())
-        .await?
-        .metadata
-        .resource_version
-        .unwrap_or_default();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
-    let mut tasks = Vec::new();
-    for _ in 0..args.watchers {
-        let mut stream = pods_b
-            .watch(&WatchParams::default().labels("app=fanout"), &rv)
-            .await?
-            .boxed();
-        let tx = tx.clone();
-        tasks.push(tokio::spawn(async move {
-            while let Some(Ok(ev)) = stream.next().await {
-                if let WatchEvent::Added(p) = ev {
-                    let _ = tx.send((p.metadata.name.unwrap_or_default(), Instant::now()));
-                }
-            }
-        }));
-    }
-    drop(tx);
     let writes = 50;
-    let mut acked = std::collections::HashMap::new();
-    for i in 0..writes {
-        let name = format!("efan{i:03}");
-        let mut p = pod(&name);
-        p.metadata.labels = Some([("app".to_string(), "fanout".to_string())].into());
-        pods_a.create(&PostParams::default(), &p).await?;
-        acked.insert(name, Instant::now());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let mut delays = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while delays.len() < writes * args.watchers && Instant::now() < deadline {
-        match tokio::time::timeout(Duration::from_secs(1), rx.recv()).await {
-            Ok(Some((name, at))) => {
-                if let Some(ack) = acked.get(&name) {
-                    delays.push(at.saturating_duration_since(*ack));
-                }
-            }
-            _ => break,
-        }
-    }
-    for t in tasks {
-        t.abort();
-    }
-    delays.sort();
+    let (delivered, delays) = fan_out(&pods_a, &pods_b, args.watchers, writes, "efan").await?;
     println!(
-        "etcd store, watch fan-out to {} watchers on the other API server: {} of {} deliveries; after the write's acknowledgement p50 {}, p99 {} (target p99 < 5 ms)",
+        "etcd store, watch fan-out to {} watchers on the other API server: {delivered} of {} deliveries; after the write's acknowledgement p50 {}, p99 {} (target p99 < 5 ms)",
         args.watchers,
-        delays.len(),
         writes * args.watchers,
         ms(percentile(&delays, 0.5)),
         ms(percentile(&delays, 0.99))
