@@ -147,6 +147,114 @@ fn collect<'a>(
     }
 }
 
+/// The `FieldsV1` of every field of `value`, maps' own `.` entries included: what
+/// `to_fields_v1(&with_map_entries(kind_key, field_paths(value, kind_key, skip)))` gives, built in one walk
+/// with one string per node instead of a path vector per field (a create's managed fields, on every create).
+pub fn fields_v1_of(value: &Value, kind_key: &str, skip: &[&str]) -> Value {
+    let mut root = FieldsNode::default();
+    if let Some(obj) = value.as_object() {
+        for (k, v) in obj {
+            if IGNORED_TOP.contains(&k.as_str()) || skip.contains(&k.as_str()) || v.is_null() {
+                continue;
+            }
+            let mut names = vec![k.as_str()];
+            let node = if k == "metadata" {
+                v.as_object().and_then(|m| {
+                    let mut meta = FieldsNode::default();
+                    for (mk, mv) in m {
+                        if IGNORED_META.contains(&mk.as_str()) || mv.is_null() {
+                            continue;
+                        }
+                        names.push(mk.as_str());
+                        meta.add_field(mk, fields_node(mv, kind_key, &mut names), kind_key, &names);
+                        names.pop();
+                    }
+                    (!meta.0.is_empty()).then_some(meta)
+                })
+            } else {
+                fields_node(v, kind_key, &mut names)
+            };
+            root.add_field(k, node, kind_key, &names);
+        }
+    }
+    root.into_value()
+}
+
+/// A `FieldsV1` tree under construction; children sorted as the path set's order sorts them.
+#[derive(Default)]
+struct FieldsNode(std::collections::BTreeMap<String, FieldsNode>);
+
+impl FieldsNode {
+    /// Add field `name` (`f:name`) with its subtree, if it has one, and the map's own `.` entry when the
+    /// field at `names` is a map with members (as [`with_map_entries`]).
+    fn add_field(&mut self, name: &str, node: Option<FieldsNode>, kind_key: &str, names: &[&str]) {
+        let Some(mut node) = node else { return };
+        if node.0.keys().any(|k| k != ".") && is_map_field(kind_key, names) {
+            node.0.entry(".".into()).or_default();
+        }
+        self.merge(format!("f:{name}"), node);
+    }
+
+    /// Union `node` in under `key` (two list elements with one key share a node).
+    fn merge(&mut self, key: String, node: FieldsNode) {
+        match self.0.entry(key) {
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(node);
+            }
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                for (k, child) in node.0 {
+                    e.get_mut().merge(k, child);
+                }
+            }
+        }
+    }
+
+    fn into_value(self) -> Value {
+        Value::Object(self.0.into_iter().map(|(k, n)| (k, n.into_value())).collect())
+    }
+}
+
+/// The subtree of the fields under `v` (whose field names from the root are `names`), or none when `v`
+/// holds no field (an object of nulls only), as [`field_paths`]' `collect` inserts nothing for it.
+fn fields_node<'a>(v: &'a Value, kind_key: &str, names: &mut Vec<&'a str>) -> Option<FieldsNode> {
+    let mut node = FieldsNode::default();
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, child) in m {
+                if child.is_null() {
+                    continue;
+                }
+                names.push(k.as_str());
+                let sub = fields_node(child, kind_key, names);
+                node.add_field(k, sub, kind_key, names);
+                names.pop();
+            }
+            if node.0.is_empty() {
+                return None;
+            }
+        }
+        Value::Array(items) if !items.is_empty() => match list_strategy(kind_key, names) {
+            ListStrategy::MergeByKey(keys) => {
+                for el in items {
+                    // An element without its key makes the list itself a member (no subtree of its own).
+                    let Some(pe) = key_of(el, keys) else { continue };
+                    let mut element = fields_node(el, kind_key, names).unwrap_or_default();
+                    element.0.entry(".".into()).or_default();
+                    node.merge(pe, element);
+                }
+            }
+            ListStrategy::Set => {
+                for el in items {
+                    node.0.entry(format!("v:{el}")).or_default();
+                }
+            }
+            ListStrategy::Replace => {}
+        },
+        _ => {}
+    }
+    Some(node)
+}
+
 /// Whether the field at `names` (field names from the root, list keys left out) is a Go map
 /// (`map[string]...`): upstream records such a field with its own `.` entry beside its keys when a
 /// non-apply write adds it (the map itself is a member of the set), and none for structs, whose zero value
@@ -371,23 +479,31 @@ pub fn set_managers(obj: &mut Value, entries: &[Manager]) {
     let list: Vec<Value> = entries
         .iter()
         .filter(|m| !m.fields.is_empty())
-        .map(|m| {
-            let mut e = json!({
-                "manager": m.name,
-                "operation": m.operation,
-                "apiVersion": m.api_version,
-                "fieldsType": "FieldsV1",
-                "fieldsV1": to_fields_v1(&m.fields),
-            });
-            if let Some(t) = &m.time {
-                e["time"] = json!(t);
-            }
-            if !m.subresource.is_empty() {
-                e["subresource"] = json!(m.subresource);
-            }
-            e
-        })
+        .map(|m| entry_json(m, to_fields_v1(&m.fields)))
         .collect();
+    put_managed_fields(obj, list);
+}
+
+/// One `managedFields` entry of `m`, its fields given as `FieldsV1`.
+fn entry_json(m: &Manager, fields_v1: Value) -> Value {
+    let mut e = json!({
+        "manager": m.name,
+        "operation": m.operation,
+        "apiVersion": m.api_version,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields_v1,
+    });
+    if let Some(t) = &m.time {
+        e["time"] = json!(t);
+    }
+    if !m.subresource.is_empty() {
+        e["subresource"] = json!(m.subresource);
+    }
+    e
+}
+
+/// Set `metadata.managedFields` to `list`, or remove it when empty.
+fn put_managed_fields(obj: &mut Value, list: Vec<Value>) {
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         if list.is_empty() {
             meta.remove("managedFields");
@@ -422,6 +538,28 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, ctx: &Context<'_>) {
     let new_managed = new.pointer("/metadata/managedFields").cloned();
     // A body without managedFields keeps the stored ones (upstream); one that sets them is taken as is.
     if new_managed.as_ref().is_some_and(|n| !n.is_null()) && (old.is_none() || new_managed != old_managed) {
+        return;
+    }
+    if old.is_none() {
+        // A create: every field is the creator's, in one walk.
+        let fields = fields_v1_of(new, ctx.kind_key, ctx.skip);
+        let mine = Manager {
+            name: ctx.manager.to_string(),
+            operation: "Update".into(),
+            api_version: ctx.api_version.to_string(),
+            subresource: ctx.subresource.to_string(),
+            time: Some(ctx.now.to_string()),
+            fields: BTreeSet::new(),
+        };
+        let has_fields = fields.as_object().is_some_and(|m| !m.is_empty());
+        put_managed_fields(
+            new,
+            if has_fields {
+                vec![entry_json(&mine, fields)]
+            } else {
+                Vec::new()
+            },
+        );
         return;
     }
     let after = with_map_entries(ctx.kind_key, field_paths(new, ctx.kind_key, ctx.skip));

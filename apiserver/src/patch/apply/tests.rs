@@ -398,3 +398,155 @@ mod properties {
         }
     }
 }
+
+/// The create's one-walk `FieldsV1` against the path-set construction it replaces.
+fn fields_by_paths(v: &Value, kind_key: &str, skip: &[&str]) -> Value {
+    to_fields_v1(&with_map_entries(kind_key, field_paths(v, kind_key, skip)))
+}
+
+#[test]
+fn fields_v1_of_a_create_equals_the_path_set_construction_on_real_kinds() {
+    let cases = [
+        (
+            deployment("nginx:1", json!([{"name": "A", "value": "1"}, {"name": "B"}])),
+            "apps/Deployment",
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "p", "namespace": "d", "uid": "u", "labels": {"a": "1"},
+                                "annotations": {}, "finalizers": ["x", "y"], "generateName": "p-",
+                                "ownerReferences": [{"uid": "o", "kind": "ReplicaSet", "name": "rs"}]},
+                   "spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                                            "resources": {"limits": {"cpu": "1"}, "requests": {}},
+                                            "args": ["a", "b"], "env": null}],
+                            "nodeSelector": {"k": "v"}, "tolerations": [{"key": "t", "operator": "Exists"}],
+                            "volumes": [{"name": "v", "emptyDir": {}}], "hostname": null},
+                   "status": {"phase": "Pending"}}),
+            "/Pod",
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {"x": "y"}},
+                   "data": {"a": "1", "b": "2"}, "binaryData": {}}),
+            "/ConfigMap",
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+                   "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "protocol": "TCP"}, {"port": 81}],
+                            "clusterIPs": ["10.0.0.1"]}}),
+            "/Service",
+        ),
+        // Only ignored metadata, nulls everywhere: no field at all.
+        (
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": null},
+                   "data": {"a": null}}),
+            "/ConfigMap",
+        ),
+        // Containers without their merge key make the list itself a member.
+        (
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"image": "x"}, {"name": "c", "image": "y"}]}}),
+            "/Pod",
+        ),
+    ];
+    for (obj, kind) in cases {
+        for skip in [&["status"][..], &[][..]] {
+            assert_eq!(
+                fields_v1_of(&obj, kind, skip),
+                fields_by_paths(&obj, kind, skip),
+                "{kind} skipping {skip:?}: {obj}"
+            );
+        }
+    }
+}
+
+#[test]
+fn record_update_on_create_makes_one_update_entry_of_every_field() {
+    let mut created = deployment("nginx:1", json!([]));
+    record_update(None, &mut created, &ctx("kubectl-create"));
+    let entries = created["metadata"]["managedFields"].as_array().unwrap().clone();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0]["manager"], "kubectl-create");
+    assert_eq!(entries[0]["operation"], "Update");
+    assert_eq!(entries[0]["apiVersion"], "apps/v1");
+    assert_eq!(entries[0]["time"], "2026-01-01T00:00:00Z");
+    assert!(entries[0].get("subresource").is_none());
+    let mut bare = created.clone();
+    bare["metadata"].as_object_mut().unwrap().remove("managedFields");
+    assert_eq!(
+        entries[0]["fieldsV1"],
+        fields_by_paths(&bare, "apps/Deployment", &["status"])
+    );
+    // An object with no field of its own gets no entry.
+    let mut empty = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+    record_update(None, &mut empty, &ctx("m"));
+    assert!(empty["metadata"].get("managedFields").is_none());
+}
+
+mod equivalence {
+    use proptest::prelude::*;
+    use proptest::sample::select;
+
+    use super::*;
+
+    /// Field names that hit the built-in kinds' list strategies and map fields.
+    const NAMES: &[&str] = &[
+        "metadata",
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+        "spec",
+        "status",
+        "containers",
+        "ports",
+        "env",
+        "name",
+        "image",
+        "containerPort",
+        "protocol",
+        "resources",
+        "limits",
+        "requests",
+        "selector",
+        "matchLabels",
+        "template",
+        "data",
+        "volumes",
+        "tolerations",
+        "key",
+        "uid",
+        "args",
+        "nodeSelector",
+        "conditions",
+        "type",
+        "capacity",
+        "hard",
+        "x",
+    ];
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            (0..3i64).prop_map(Value::from),
+            select(NAMES).prop_map(Value::from),
+        ];
+        leaf.prop_recursive(5, 64, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map(select(NAMES).prop_map(str::to_string), inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn fields_v1_of_equals_the_path_set_construction(
+            v in value(),
+            kind in select(&["/Pod", "apps/Deployment", "/ConfigMap", "/Service", "/Node", "/ResourceQuota", "x.io/Widget"][..]),
+        ) {
+            prop_assert_eq!(fields_v1_of(&v, kind, &["status"]), fields_by_paths(&v, kind, &["status"]));
+            prop_assert_eq!(fields_v1_of(&v, kind, &[]), fields_by_paths(&v, kind, &[]));
+        }
+    }
+}
