@@ -3,7 +3,9 @@
 //! ```text
 //! registry ──write(key, decide)──► Writer (one lock): current (pending-aware) → decide → next revision
 //!                                    → Store::write(object + revision, atomically) → pending queue
-//! flusher thread: Store::flush (fsync, once for every write queued meanwhile = group commit)
+//! commit (the leader: the writer that finds no commit under way, on its own thread, so a lone write
+//! waits for no hand-off; writes queued meanwhile are handed to the flusher thread, which leads until
+//! the queue is empty): Store::flush (fsync, once for every write queued meanwhile = group commit)
 //!                 → apply to the committed view + Hub::publish (same lock, revision order)
 //!                 → wake the writers: their requests are answered only now
 //! readers (get, list, watch start) see the committed view only: nothing that could still be lost.
@@ -268,6 +270,10 @@ struct Queued {
 struct Pending {
     events: VecDeque<Queued>,
     shutdown: bool,
+    /// A commit is under way (a writer's or the flusher's): writes queued meanwhile wait for it.
+    leading: bool,
+    /// A writer handed what was queued behind its own write to the flusher thread, which leads now.
+    handed_off: bool,
     /// The engine failed: the flusher recovers it before anything else (writes are refused meanwhile).
     recovering: bool,
 }
@@ -495,7 +501,7 @@ impl Storage {
         let Some(store) = &self.inner.store else {
             return Err(StoreError::Closed.into());
         };
-        let (written, done) = {
+        let (written, done, lead) = {
             let mut w = lock(&self.inner.writer);
             if let Some(e) = &w.refusing {
                 return Err(e.clone().into());
@@ -563,16 +569,25 @@ impl Storage {
             }
             let (tx, rx) = tokio::sync::oneshot::channel();
             p.events.push_back(Queued { event: ev, done: tx });
-            self.inner.wake.notify_all();
+            // No commit under way: this writer leads one (below, outside the writer lock).
+            // Queued writes always have a leader: one is under way, or this writer is it.
+            let lead = !p.leading;
+            p.leading = true;
             (
                 Written {
                     object,
                     event: Some(event),
                 },
                 rx,
+                lead,
             )
         };
-        // Answered only once the flusher has made it durable and published it, or failed it.
+        if lead {
+            // The flush blocks this thread for one fsync; a runtime worker's other tasks can be stolen
+            // meanwhile, and only one writer leads at a time.
+            self.inner.lead(store.as_ref());
+        }
+        // Answered only once it is durable and published, or failed.
         done.await.unwrap_or(Err(StoreError::Closed))?;
         Ok(written)
     }
@@ -667,9 +682,9 @@ impl Storage {
             p.shutdown = true;
             self.inner.wake.notify_all();
         }
-        // Wait for the flusher to drain the queue.
+        // Wait for the flusher (or a leading writer) to drain the queue.
         let mut p = lock(&self.inner.pending);
-        while !p.events.is_empty() {
+        while !p.events.is_empty() || p.leading {
             p = self.inner.wake.wait(p).unwrap_or_else(|e| e.into_inner());
         }
         drop(p);
@@ -716,6 +731,8 @@ impl Inner {
             pending: Mutex::new(Pending {
                 events: VecDeque::new(),
                 shutdown: false,
+                leading: false,
+                handed_off: false,
                 recovering: false,
             }),
             wake: Condvar::new(),
@@ -723,71 +740,114 @@ impl Inner {
         })
     }
 
+    /// The flusher thread: leads the commits writers hand to it, drains the queue at shutdown, and
+    /// recovers a failed engine.
     fn flush_loop(self: Arc<Self>) {
         let Some(store) = self.store.clone() else {
             return;
         };
         loop {
-            let batch: Option<Vec<Arc<Event>>> = {
+            let handed_off = {
                 let mut p = lock(&self.pending);
-                while p.events.is_empty() && !p.shutdown && !p.recovering {
+                loop {
+                    if p.handed_off {
+                        p.handed_off = false;
+                        break true;
+                    }
+                    // Queued writes always have a leader, so with none the queue is empty.
+                    if p.shutdown && !p.leading {
+                        self.wake.notify_all();
+                        return;
+                    }
+                    if p.recovering && !p.leading {
+                        break false;
+                    }
                     p = self.wake.wait(p).unwrap_or_else(|e| e.into_inner());
                 }
-                if !p.events.is_empty() {
-                    Some(p.events.iter().map(|q| q.event.clone()).collect())
-                } else if p.shutdown {
-                    self.wake.notify_all();
-                    return;
-                } else {
-                    None
-                }
             };
-            let Some(batch) = batch else {
-                // Recovering: retry until the engine takes writes again, or the server stops.
-                match self.recover(store.as_ref()) {
-                    Ok(restored) => {
-                        tracing::warn!(restored, "storage is writable again; writes are accepted");
-                    }
-                    Err(e) => {
-                        tracing::debug!(error = %e, "storage still cannot be written; retrying");
-                        let p = lock(&self.pending);
-                        if !p.shutdown {
-                            let _ = self.wake.wait_timeout(p, RECOVERY_RETRY);
-                        }
-                    }
-                }
-                continue;
-            };
-            if let Err(e) = store.flush() {
-                self.fail_pending(e);
+            if handed_off {
+                // Lead until the queue is empty.
+                while self.commit_batch(store.as_ref()) {}
                 continue;
             }
-            let last = batch.last().map(|e| e.revision).unwrap_or(0);
-            {
-                let mut c = self.committed.write().unwrap_or_else(|e| e.into_inner());
-                for ev in &batch {
-                    match ev.kind {
-                        EventType::Deleted => c.objects.remove(&ev.key),
-                        _ => c.objects.insert(ev.key.clone(), ev.object.clone()),
-                    };
-                    c.revision = ev.revision;
+            // Recovering: retry until the engine takes writes again, or the server stops.
+            match self.recover(store.as_ref()) {
+                Ok(restored) => {
+                    tracing::warn!(restored, "storage is writable again; writes are accepted");
                 }
-                self.hub.publish(&batch);
-            }
-            {
-                let mut w = lock(&self.writer);
-                w.overlay.retain(|_, (rev, _)| *rev > last);
-            }
-            {
-                let mut p = lock(&self.pending);
-                let n = batch.len().min(p.events.len());
-                for q in p.events.drain(..n) {
-                    let _ = q.done.send(Ok(()));
+                Err(e) => {
+                    tracing::debug!(error = %e, "storage still cannot be written; retrying");
+                    let p = lock(&self.pending);
+                    if !p.shutdown {
+                        let _ = self.wake.wait_timeout(p, RECOVERY_RETRY);
+                    }
                 }
-                self.wake.notify_all();
             }
-            self.durable.send_replace(last);
         }
+    }
+
+    /// A writer's commit (it set `leading`): one batch, its own write included; whatever was queued
+    /// behind it meanwhile is handed to the flusher thread, so this writer is answered after one fsync.
+    fn lead(&self, store: &dyn Store) {
+        if self.commit_batch(store) {
+            lock(&self.pending).handed_off = true;
+            self.wake.notify_all();
+        }
+    }
+
+    /// Flush and commit what is queued now, as the leader. Returns whether more was queued meanwhile (the
+    /// caller still leads); otherwise leadership ends here.
+    fn commit_batch(&self, store: &dyn Store) -> bool {
+        let batch: Vec<Arc<Event>> = {
+            let mut p = lock(&self.pending);
+            if p.events.is_empty() {
+                p.leading = false;
+                // The flusher waits for no leader before it recovers the engine or stops.
+                if p.shutdown || p.recovering {
+                    self.wake.notify_all();
+                }
+                return false;
+            }
+            p.events.iter().map(|q| q.event.clone()).collect()
+        };
+        if let Err(e) = store.flush() {
+            self.fail_pending(e);
+            return false;
+        }
+        let last = batch.last().map(|e| e.revision).unwrap_or(0);
+        {
+            let mut c = self.committed.write().unwrap_or_else(|e| e.into_inner());
+            for ev in &batch {
+                match ev.kind {
+                    EventType::Deleted => c.objects.remove(&ev.key),
+                    _ => c.objects.insert(ev.key.clone(), ev.object.clone()),
+                };
+                c.revision = ev.revision;
+            }
+            self.hub.publish(&batch);
+        }
+        {
+            let mut w = lock(&self.writer);
+            w.overlay.retain(|_, (rev, _)| *rev > last);
+        }
+        let more = {
+            let mut p = lock(&self.pending);
+            let n = batch.len().min(p.events.len());
+            for q in p.events.drain(..n) {
+                let _ = q.done.send(Ok(()));
+            }
+            let more = !p.events.is_empty();
+            if !more {
+                p.leading = false;
+                // The flusher waits for no leader before it recovers the engine or stops.
+                if p.shutdown || p.recovering {
+                    self.wake.notify_all();
+                }
+            }
+            more
+        };
+        self.durable.send_replace(last);
+        more
     }
 
     /// A flush failed: nothing queued can be acknowledged (the engine may hold any part of it). Every
@@ -804,6 +864,7 @@ impl Inner {
             let _ = q.done.send(Err(e.clone()));
         }
         p.recovering = true;
+        p.leading = false;
         self.wake.notify_all();
     }
 
@@ -968,6 +1029,148 @@ mod tests {
             crate::watch::Next::Event(e) => assert_eq!(e.revision, 2),
             _ => panic!("expected an event"),
         }
+    }
+
+    /// A memory store whose flush waits while the gate is closed, and records which thread flushed.
+    #[derive(Default)]
+    struct GateStore {
+        inner: MemoryStore,
+        closed: Mutex<bool>,
+        opened: Condvar,
+        flushers: Mutex<Vec<String>>,
+    }
+
+    impl GateStore {
+        fn set_closed(&self, closed: bool) {
+            *self.closed.lock().unwrap() = closed;
+            self.opened.notify_all();
+        }
+
+        fn flushes(&self) -> Vec<String> {
+            self.flushers.lock().unwrap().clone()
+        }
+    }
+
+    impl Store for GateStore {
+        fn load(&self) -> Result<Loaded, StoreError> {
+            self.inner.load()
+        }
+        fn write(&self, revision: u64, changes: &[Change]) -> Result<(), StoreError> {
+            self.inner.write(revision, changes)
+        }
+        fn flush(&self) -> Result<(), StoreError> {
+            let mut closed = self.closed.lock().unwrap();
+            while *closed {
+                closed = self.opened.wait(closed).unwrap();
+            }
+            let name = std::thread::current().name().unwrap_or("").to_string();
+            self.flushers.lock().unwrap().push(name);
+            Ok(())
+        }
+        fn size_on_disk(&self) -> Option<u64> {
+            None
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lone_write_is_flushed_by_its_own_writer_not_handed_to_the_flusher_thread() {
+        let store = Arc::new(GateStore::default());
+        let s = Storage::open(store.clone(), HubConfig::default()).unwrap();
+        for i in 0..5 {
+            let w = put(&s, &format!("k/{i}"), obj("x")).await;
+            assert_eq!(w.object.revision, i + 1);
+            assert!(s.get(&format!("k/{i}")).is_some(), "acknowledged means committed");
+        }
+        let flushes = store.flushes();
+        assert_eq!(flushes.len(), 5, "one flush per serial write: {flushes:?}");
+        assert!(
+            flushes.iter().all(|t| t != "kubeling-flusher"),
+            "a serial write waited for the flusher thread: {flushes:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_queued_behind_a_writers_flush_are_committed_by_the_flusher_even_if_their_writer_gives_up()
+    {
+        let store = Arc::new(GateStore::default());
+        let s = Storage::open(store.clone(), HubConfig::default()).unwrap();
+        store.set_closed(true);
+        // The first writer leads and blocks in the flush.
+        let first = tokio::spawn({
+            let s = s.clone();
+            async move { put(&s, "k/a", obj("a")).await.object.revision }
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while lock(&s.inner.pending).events.is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the first write was never queued"
+            );
+            tokio::task::yield_now().await;
+        }
+        assert!(lock(&s.inner.pending).leading);
+        // Two more queue behind it; one of them stops waiting.
+        let second = tokio::spawn({
+            let s = s.clone();
+            async move { put(&s, "k/b", obj("b")).await.object.revision }
+        });
+        let third = tokio::spawn({
+            let s = s.clone();
+            async move { put(&s, "k/c", obj("c")).await.object.revision }
+        });
+        while lock(&s.inner.pending).events.len() < 3 {
+            assert!(std::time::Instant::now() < deadline, "writes not queued");
+            tokio::task::yield_now().await;
+        }
+        third.abort();
+        assert!(s.get("k/a").is_none(), "nothing is visible before its flush");
+        store.set_closed(false);
+        assert_eq!(first.await.unwrap(), 1);
+        assert_eq!(second.await.unwrap(), 2);
+        // The abandoned write was flushed and committed all the same.
+        let mut rx = s.inner.durable.subscribe();
+        tokio::time::timeout(std::time::Duration::from_secs(10), rx.wait_for(|&d| d >= 3))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(s.get("k/c").unwrap().revision, 3);
+        let flushes = store.flushes();
+        // The first writer's own flush may have covered the writes queued before it started; whatever
+        // remained went to the flusher thread, never to another writer waiting for its answer.
+        assert!(!flushes.is_empty() && flushes.len() <= 2, "{flushes:?}");
+        assert!(flushes[0] != "kubeling-flusher", "{flushes:?}");
+        assert!(
+            flushes[1..].iter().all(|t| t == "kubeling-flusher"),
+            "{flushes:?}"
+        );
+        let p = lock(&s.inner.pending);
+        assert!(!p.leading && p.events.is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writers_on_worker_threads_are_all_acknowledged_once_durable_in_shared_flushes() {
+        let store = Arc::new(GateStore::default());
+        let s = Storage::open(store.clone(), HubConfig::default()).unwrap();
+        let mut tasks = Vec::new();
+        for i in 0..200 {
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move {
+                let w = put(&s, &format!("k/{i}"), obj("x")).await;
+                // Acknowledged means committed: readers see it.
+                assert!(s.get(&format!("k/{i}")).is_some());
+                w.object.revision
+            }));
+        }
+        let mut revs = Vec::new();
+        for t in tasks {
+            revs.push(t.await.unwrap());
+        }
+        revs.sort();
+        assert_eq!(revs, (1..=200).collect::<Vec<_>>());
+        assert!(store.flushes().len() <= 200);
+        s.shutdown();
+        let p = lock(&s.inner.pending);
+        assert!(!p.leading && p.events.is_empty());
     }
 
     #[tokio::test]
