@@ -35,7 +35,7 @@ impl Drop for Forward {
 }
 
 pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
-    super::with_testbox_cluster(&dir.join("port-forward-up"), async |kubeconfig, image| {
+    super::with_testbox_cluster(&dir.join("port-forward-up"), &[], async |kubeconfig, image| {
         measure(args, kubeconfig, image).await
     })
     .await

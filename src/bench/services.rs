@@ -88,7 +88,7 @@ fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Res
 }
 
 pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
-    super::with_testbox_cluster(&dir.join("services-up"), async |kubeconfig, image| {
+    super::with_testbox_cluster(&dir.join("services-up"), &[], async |kubeconfig, image| {
         measure(args, kubeconfig, image).await
     })
     .await

@@ -32,13 +32,16 @@ pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
     let minutes = args.soak;
     let batch = args.soak_batch;
     let data = dir.join("soak");
-    with_testbox_cluster(&data, async |kubeconfig: &Path, image: &str| {
+    let ttl = args.soak_event_ttl.as_str();
+    with_testbox_cluster(&data, &["--event-ttl", ttl], async |kubeconfig: &Path, image: &str| {
         let c = client(kubeconfig).await?;
         wait_node_ready(&c).await?;
         let pid = server_pid(&data).ok_or_else(|| anyhow::anyhow!("the kubeling process"))?;
         let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
         println!();
-        println!("soak: {minutes} min of pod churn on Docker, {batch} pods per batch (create, Ready, delete, gone)");
+        println!(
+            "soak: {minutes} min of pod churn on Docker, {batch} pods per batch (create, Ready, delete, gone); Events kept {ttl}"
+        );
         println!("minute  batches  pods  RSS MB  open fds");
         let t0 = Instant::now();
         let end = t0 + Duration::from_secs(60 * minutes);
