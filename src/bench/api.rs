@@ -145,7 +145,7 @@ pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
 
     // 3a. Eight clients at once, each on its own connection, creating pods one at a time (group commit:
     // one fsync covers the writes that arrive while the previous one runs).
-    concurrent_creates(&srv.kubeconfig, "bench", 8, args.pods / 2).await?;
+    concurrent_creates(&srv.kubeconfig, "bench", 8, args.pods / 2, Some(srv.child.id())).await?;
 
     // 3b. The same with a thin client (pre-serialised body, response not decoded), to separate the server's
     // share from kube-rs's typed (de)serialisation.
@@ -278,6 +278,7 @@ pub(super) async fn concurrent_creates(
     ns: &str,
     clients: usize,
     per_client: usize,
+    server_pid: Option<u32>,
 ) -> anyhow::Result<f64> {
     let mut apis = Vec::with_capacity(clients);
     for _ in 0..clients {
@@ -286,6 +287,8 @@ pub(super) async fn concurrent_creates(
         c.apiserver_version().await?;
         apis.push(Api::<Pod>::namespaced(c, ns));
     }
+    let server_cpu = server_pid.map(|pid| (pid, cpu_ticks(pid).unwrap_or(0)));
+    let client_cpu = cpu_ticks(std::process::id()).unwrap_or(0);
     let t0 = Instant::now();
     let mut tasks = Vec::with_capacity(clients);
     for (k, api) in apis.into_iter().enumerate() {
@@ -314,6 +317,22 @@ pub(super) async fn concurrent_creates(
         ms(percentile(&lat, 0.5)),
         ms(percentile(&lat, 0.99))
     );
+    // Where the two cores went: CPU per create of the server and of this process (the clients: kube-rs,
+    // TLS, JSON), from their tick counts over the run.
+    let per_create = |ticks: u64| ticks as f64 / super::CLK_TCK / lat.len() as f64 * 1e6;
+    let client_ticks = cpu_ticks(std::process::id())
+        .unwrap_or(client_cpu)
+        .saturating_sub(client_cpu);
+    if let Some((pid, before)) = server_cpu {
+        let server_ticks = cpu_ticks(pid).unwrap_or(before).saturating_sub(before);
+        println!(
+            "  CPU per create: server {:.0} µs, the {clients} clients {:.0} µs ({:.0}% of the machine's cores busy)",
+            per_create(server_ticks),
+            per_create(client_ticks),
+            cpu_percent(server_ticks + client_ticks, total)
+                / std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
+        );
+    }
     Ok(rate)
 }
 

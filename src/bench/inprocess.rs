@@ -112,12 +112,12 @@ pub(super) async fn run(dir: &Path, n: usize) -> anyhow::Result<()> {
     // The engine's floor: sled's write of the same bytes and its flush, on this thread.
     let engine_dir = dir.join("inprocess-engine");
     let engine = SledStore::open(&engine_dir)?;
-    let bytes = bytes::Bytes::from(serde_json::to_vec(&stored_pod("e"))?);
+    let bytes = serde_json::to_vec(&stored_pod("e"))?;
     let mut lat = Vec::with_capacity(n);
     for i in 0..n {
         let change = Change {
             key: format!("/pods/default/e{i:06}"),
-            value: Some(bytes.clone()),
+            value: Some(bytes.clone().into()),
         };
         let t = Instant::now();
         engine.write(i as u64 + 1, &[change])?;

@@ -98,7 +98,8 @@ pub struct Loaded {
 pub trait Store: Send + Sync + 'static {
     /// Read everything (at start-up).
     fn load(&self) -> Result<Loaded, StoreError>;
-    /// Persist `changes` and `revision` atomically (not yet necessarily durable).
+    /// Persist `changes` and `revision` (durable once `flush` returns). Each change is whole, several are
+    /// atomic together, and after a crash the revision found is at least that of every change found.
     fn write(&self, revision: u64, changes: &[Change]) -> Result<(), StoreError>;
     /// Make every earlier `write` durable.
     fn flush(&self) -> Result<(), StoreError>;
@@ -308,11 +309,14 @@ impl Storage {
     pub fn open(store: Arc<dyn Store>, hub_config: HubConfig) -> Result<Storage, StoreError> {
         let loaded = store.load()?;
         let mut objects = BTreeMap::new();
+        // The engine's revision, or an object's if higher (an engine may persist the two apart).
+        let mut revision = loaded.revision;
         for (key, bytes) in loaded.objects {
             let stored = Stored::decode(&key, bytes)?;
+            revision = revision.max(stored.revision);
             objects.insert(key, Arc::new(stored));
         }
-        let inner = Inner::new(Some(store), None, loaded.revision, objects, hub_config);
+        let inner = Inner::new(Some(store), None, revision, objects, hub_config);
         let flusher = inner.clone();
         std::thread::Builder::new()
             .name("kubeling-flusher".into())
@@ -1171,6 +1175,26 @@ mod tests {
         s.shutdown();
         let p = lock(&s.inner.pending);
         assert!(!p.leading && p.events.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_revision_the_engine_lost_beside_its_object_is_never_given_again() {
+        // An engine that kept an object written at revision 7 but only revision 5 for itself.
+        let store = Arc::new(MemoryStore::default());
+        let mut o = obj("kept");
+        o["metadata"]["resourceVersion"] = json!("7");
+        store
+            .write(
+                5,
+                &[Change {
+                    key: "k/kept".into(),
+                    value: Some(Bytes::from(serde_json::to_vec(&o).unwrap())),
+                }],
+            )
+            .unwrap();
+        let s = Storage::open(store, HubConfig::default()).unwrap();
+        assert_eq!(s.revision(), 7);
+        assert_eq!(put(&s, "k/next", obj("next")).await.object.revision, 8);
     }
 
     #[tokio::test]

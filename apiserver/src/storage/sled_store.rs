@@ -1,5 +1,10 @@
-//! The sled [`Store`]: one tree, objects under `o/<key>`, the revision under `m/revision`, both written in
-//! one atomic batch; `flush` is sled's fsync. sled keeps the first I/O error (a full disk) and fails every
+//! The sled [`Store`]: one tree, objects under `o/<key>`, the revision under `m/revision`; `flush` is
+//! sled's fsync. A one-key write (every write but a recovery's) is two inserts, the revision first: sled's
+//! atomic batch takes its global lock exclusively, and its flush holds that lock shared for the whole
+//! fsync, so a batch would wait for every flush under way (writers spun in `sched_yield` meanwhile), where
+//! an insert goes on beside it. sled's log is recovered as a prefix, so an object change found after a
+//! crash has its revision with it; a revision without its object is a gap, never a reuse (and the load
+//! takes the highest object revision too). sled keeps the first I/O error (a full disk) and fails every
 //! later call with it, so `recover` reopens the database: sled's own recovery reads back what reached the
 //! disk.
 
@@ -176,17 +181,28 @@ impl Store for SledStore {
     }
 
     fn write(&self, revision: u64, changes: &[Change]) -> Result<(), StoreError> {
+        let open = self.db()?;
+        if let [c] = changes {
+            open.tree
+                .insert(REVISION_KEY, &revision.to_be_bytes())
+                .map_err(|e| self.engine(e))?;
+            let key = object_key(&c.key);
+            return match &c.value {
+                Some(v) => open.tree.insert(key, v.as_ref()).map(drop),
+                None => open.tree.remove(key).map(drop),
+            }
+            .map_err(|e| self.engine(e));
+        }
         let mut batch = sled::Batch::default();
         batch.insert(REVISION_KEY, &revision.to_be_bytes());
         for c in changes {
-            let mut key = OBJECT_PREFIX.to_vec();
-            key.extend_from_slice(c.key.as_bytes());
+            let key = object_key(&c.key);
             match &c.value {
                 Some(v) => batch.insert(key, v.as_ref()),
                 None => batch.remove(key),
             }
         }
-        self.db()?.tree.apply_batch(batch).map_err(|e| self.engine(e))
+        open.tree.apply_batch(batch).map_err(|e| self.engine(e))
     }
 
     fn flush(&self) -> Result<(), StoreError> {
@@ -204,6 +220,13 @@ impl Store for SledStore {
     fn size_on_disk(&self) -> Option<u64> {
         dir_size(&self.path).ok()
     }
+}
+
+fn object_key(key: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(OBJECT_PREFIX.len() + key.len());
+    k.extend_from_slice(OBJECT_PREFIX);
+    k.extend_from_slice(key.as_bytes());
+    k
 }
 
 fn dir_size(path: &Path) -> std::io::Result<u64> {
@@ -312,6 +335,27 @@ mod tests {
         s.flush().unwrap();
         let keys: Vec<String> = s.load().unwrap().objects.into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, ["k/a", "k/b"]);
+    }
+
+    #[test]
+    fn one_key_writes_and_batches_both_survive_reopening_with_their_revision() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = SledStore::open(dir.path()).unwrap();
+            let put = |k: &str, v: Option<&[u8]>| Change {
+                key: k.into(),
+                value: v.map(Bytes::copy_from_slice),
+            };
+            s.write(1, &[put("a", Some(b"1"))]).unwrap();
+            s.write(2, &[put("b", Some(b"2")), put("c", Some(b"3"))]).unwrap();
+            s.write(3, &[put("a", None)]).unwrap();
+            s.flush().unwrap();
+        }
+        let s = SledStore::open(dir.path()).unwrap();
+        let loaded = s.load().unwrap();
+        assert_eq!(loaded.revision, 3);
+        let keys: Vec<&str> = loaded.objects.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["b", "c"]);
     }
 
     #[test]
