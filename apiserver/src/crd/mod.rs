@@ -266,9 +266,9 @@ fn leak(s: &str) -> &'static str {
 
 /// Custom objects are JSON as sent: pruning, defaulting and validation happen in the registry with the
 /// schema ([`custom`]); this only insists on an object.
-fn custom_canonical(v: Value) -> Result<Value, String> {
+fn custom_canonical(v: &Value) -> Result<Value, String> {
     if v.is_object() {
-        Ok(v)
+        Ok(v.clone())
     } else {
         Err("the body is not a JSON object".into())
     }

@@ -63,7 +63,7 @@ pub struct ResourceInfo {
     /// The rule `metadata.name` follows.
     pub name_rule: NameRule,
     /// Decode and re-encode through the k8s-openapi type.
-    pub canonical: fn(Value) -> Result<Value, String>,
+    pub canonical: fn(&Value) -> Result<Value, String>,
     /// Registers the kind's OpenAPI schema (and what it references); returns the schema's name.
     pub schema: Option<SchemaFn>,
     /// The verbs, when not every verb is served (`bindings`: create; `componentstatuses`: get, list).
@@ -147,9 +147,9 @@ impl ResourceInfo {
 }
 
 pub(crate) fn canonical<T: serde::de::DeserializeOwned + serde::Serialize>(
-    v: Value,
+    v: &Value,
 ) -> Result<Value, String> {
-    let typed: T = serde_json::from_value(v).map_err(|e| e.to_string())?;
+    let typed = T::deserialize(v).map_err(|e| e.to_string())?;
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
 
