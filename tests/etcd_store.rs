@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use common::etcd::{Etcd, free_port};
 use common::{Cluster, NodeAgent, eventually};
+use kubeling_testing::etcd::{Etcd, free_port};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -158,7 +158,7 @@ fn readyz(c: &Cluster) -> u16 {
 
 #[test]
 fn two_api_servers_on_one_etcd_serve_the_same_objects_and_every_watcher_sees_every_change() {
-    let etcd = Etcd::start();
+    let etcd = Etcd::start().expect("etcd (./test.sh installs etcd-server when missing)");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let mut a = apiserver(&dir, &etcd, &[]);
@@ -252,7 +252,7 @@ fn two_api_servers_on_one_etcd_serve_the_same_objects_and_every_watcher_sees_eve
 
 #[test]
 fn an_api_server_is_not_ready_while_etcd_is_down_and_resumes_its_watches_when_it_returns() {
-    let mut etcd = Etcd::start();
+    let mut etcd = Etcd::start().expect("etcd (./test.sh installs etcd-server when missing)");
     let tmp = tempfile::tempdir().unwrap();
     let a = apiserver(&tmp.path().join("data"), &etcd, &[]);
     assert_eq!(readyz(&a), 200);
@@ -287,7 +287,7 @@ fn an_api_server_is_not_ready_while_etcd_is_down_and_resumes_its_watches_when_it
     assert_eq!(code, 503, "{status}");
     assert_eq!(status["kind"], "Status", "{status}");
 
-    etcd.run();
+    etcd.run().expect("etcd restarts");
     eventually(WAIT, "/readyz to say 200 once etcd is back", || {
         (readyz(&a) == 200).then_some(())
     });
@@ -309,7 +309,7 @@ fn an_api_server_is_not_ready_while_etcd_is_down_and_resumes_its_watches_when_it
 /// them, and refused every later update of those objects with 409.
 #[test]
 fn an_api_server_cut_off_from_etcd_applies_every_change_it_missed_even_when_read_at_once() {
-    let etcd = Etcd::start();
+    let etcd = Etcd::start().expect("etcd (./test.sh installs etcd-server when missing)");
     let proxy = Proxy::start(etcd.client_port());
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
@@ -401,13 +401,13 @@ fn bad_store_settings_fail_at_start_with_a_clear_error() {
     assert!(err.contains("is not an etcd URL"), "{err}");
 
     // Nothing listens there.
-    let closed = format!("etcd=http://127.0.0.1:{}", free_port());
+    let closed = format!("etcd=http://127.0.0.1:{}", free_port().unwrap());
     let (code, err) = run(&["--store", &closed], &tmp.path().join("a"));
     assert_eq!(code, Some(1));
     assert!(err.contains("cannot reach etcd"), "{err}");
 
     // A prefix owned by another cluster (another data directory's) is refused, and left as it was.
-    let etcd = Etcd::start();
+    let etcd = Etcd::start().expect("etcd (./test.sh installs etcd-server when missing)");
     let owner = apiserver(&tmp.path().join("owner"), &etcd, &[]);
     owner.ok(&["create", "configmap", "mine", "--from-literal=k=1"]);
     let (code, err) = run(&["--store", &etcd.store_arg()], &tmp.path().join("other"));
@@ -433,7 +433,7 @@ fn bad_store_settings_fail_at_start_with_a_clear_error() {
 #[test]
 fn a_pod_created_through_one_api_server_runs_on_a_node_agent_of_the_other() {
     let image = testbox_image::ensure_testbox_image();
-    let etcd = Etcd::start();
+    let etcd = Etcd::start().expect("etcd (./test.sh installs etcd-server when missing)");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let a = apiserver(&dir, &etcd, &[]);

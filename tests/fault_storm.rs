@@ -10,8 +10,8 @@ mod storm;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::etcd::Etcd;
 use common::{Cluster, eventually};
+use kubeling_testing::etcd::Etcd;
 use storm::Target;
 
 /// How long the API server may take to notice etcd is down, or back.
@@ -107,7 +107,7 @@ impl Target for EtcdUnderApiServer {
             "a write while etcd is down: {status}"
         );
 
-        self.etcd.run();
+        self.etcd.run().expect("etcd restarts");
         let back = Instant::now();
         eventually(OUTAGE_BOUND, "/readyz to answer 200 once etcd is back", || {
             (self.readyz() == 200).then_some(())
@@ -165,7 +165,7 @@ fn acknowledged_writes_survive_kill_9_storms_and_resource_versions_keep_rising()
 
 #[test]
 fn acknowledged_writes_on_etcd_survive_kill_9_storms_of_the_api_server() {
-    let etcd = Etcd::start();
+    let etcd = Etcd::start().expect("etcd (./test.sh installs etcd-server when missing)");
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("apiserver.log");
     let store = etcd.store_arg();
@@ -179,7 +179,7 @@ fn acknowledged_writes_on_etcd_survive_kill_9_storms_of_the_api_server() {
 
 #[test]
 fn an_api_server_on_etcd_answers_503_while_etcd_is_killed_in_a_storm_and_loses_nothing_when_it_returns() {
-    let etcd = Etcd::start();
+    let etcd = Etcd::start().expect("etcd (./test.sh installs etcd-server when missing)");
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("apiserver.log");
     let store = etcd.store_arg();

@@ -4,10 +4,8 @@
 //! by one server each of `--watchers` watchers on the other has the event.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use anyhow::Context;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PostParams};
 use serde_json::json;
@@ -15,54 +13,15 @@ use serde_json::json;
 use super::api::{fan_out, pod, serial_version_gets};
 use super::{BenchArgs, client, ms, percentile, start_with};
 
-/// An etcd member, killed on drop.
-struct Etcd(Child);
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// etcd on free loopback ports with its data under `dir`, once it answers.
-async fn start_etcd(dir: &Path) -> anyhow::Result<(Etcd, String)> {
-    let (client_port, peer_port) = (free_port()?, free_port()?);
-    let url = format!("http://127.0.0.1:{client_port}");
-    let peer = format!("http://127.0.0.1:{peer_port}");
-    let child = Command::new("etcd")
-        .arg("--data-dir")
-        .arg(dir.join("etcd"))
-        .args(["--name", "default"])
-        .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
-        .args([
-            "--listen-peer-urls",
-            &peer,
-            "--initial-advertise-peer-urls",
-            &peer,
-        ])
-        .args(["--initial-cluster", &format!("default={peer}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting etcd (install it: apt-get install etcd-server)")?;
-    let etcd = Etcd(child);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", client_port)).is_err() {
-        anyhow::ensure!(Instant::now() < deadline, "etcd did not start listening");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok((etcd, url))
-}
-
 pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
     let base = dir.join("etcd-bench");
     std::fs::create_dir_all(&base)?;
-    let (_etcd, url) = start_etcd(&base).await?;
+    let etcd = tokio::task::spawn_blocking({
+        let base = base.clone();
+        move || kubeling_testing::etcd::Etcd::start_in(&base)
+    })
+    .await??;
+    let url = etcd.url();
     let store = format!("etcd={url}");
     let data = base.join("data");
     let flags = [

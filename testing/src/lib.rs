@@ -19,6 +19,8 @@
 //! # }
 //! ```
 
+pub mod etcd;
+
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

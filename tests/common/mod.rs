@@ -3,8 +3,6 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-pub mod etcd;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
