@@ -271,8 +271,10 @@ pub(super) async fn fan_out(
     Ok((delays.len(), delays))
 }
 
-/// `clients` clients, each with its own connection, each creating `per_client` pods one after another in
-/// namespace `ns`: the total rate and the latency percentiles. Returns the rate.
+/// `clients` clients at once, each on its own connection, creating `per_client` pods one at a time; then
+/// the same clients sending as many `GET /version` (the floor of that figure: HTTP and TLS with no work
+/// behind them). Each is printed with the CPU per request of the server (`server_pid`) and of this process
+/// (the clients). Returns the create rate.
 pub(super) async fn concurrent_creates(
     kubeconfig: &Path,
     ns: &str,
@@ -280,60 +282,127 @@ pub(super) async fn concurrent_creates(
     per_client: usize,
     server_pid: Option<u32>,
 ) -> anyhow::Result<f64> {
-    let mut apis = Vec::with_capacity(clients);
+    let mut cs = Vec::with_capacity(clients);
     for _ in 0..clients {
         let c = client(kubeconfig).await?;
         // One request first, so the TLS set-up is not timed.
         c.apiserver_version().await?;
-        apis.push(Api::<Pod>::namespaced(c, ns));
+        cs.push(c);
     }
-    let server_cpu = server_pid.map(|pid| (pid, cpu_ticks(pid).unwrap_or(0)));
-    let client_cpu = cpu_ticks(std::process::id()).unwrap_or(0);
+    let ns = ns.to_string();
+    let creates = concurrently(cs.clone(), per_client, server_pid, move |c, k, i| {
+        let api = Api::<Pod>::namespaced(c, &ns);
+        async move {
+            api.create(&PostParams::default(), &pod(&format!("c{k}-{i:05}")))
+                .await?;
+            anyhow::Ok(())
+        }
+    })
+    .await?;
+    println!(
+        "{clients} concurrent clients creating pods: {} (target >= 12000/s, p99 < 2 ms)",
+        creates.describe("pods")
+    );
+    creates.print_cpu(clients);
+    let floor = concurrently(cs, per_client, server_pid, |c, _, _| async move {
+        let req = http::Request::get("/version").body(Vec::new())?;
+        c.request_text(req).await.context("GET /version")?;
+        anyhow::Ok(())
+    })
+    .await?;
+    println!(
+        "  floor: the same clients sending GET /version: {}",
+        floor.describe("requests")
+    );
+    floor.print_cpu(clients);
+    Ok(creates.rate)
+}
+
+/// What a concurrent run measured.
+struct Concurrent {
+    lat: Vec<Duration>,
+    total: Duration,
+    rate: f64,
+    /// CPU ticks of the server (when its pid was given) and of this process over the run.
+    server_ticks: Option<u64>,
+    client_ticks: u64,
+}
+
+impl Concurrent {
+    fn describe(&self, what: &str) -> String {
+        format!(
+            "{} {what} in {:.2} s = {:.0}/s; p50 {}, p99 {}",
+            self.lat.len(),
+            self.total.as_secs_f64(),
+            self.rate,
+            ms(percentile(&self.lat, 0.5)),
+            ms(percentile(&self.lat, 0.99))
+        )
+    }
+
+    /// Where the cores went: CPU per request of the server and of the clients.
+    fn print_cpu(&self, clients: usize) {
+        let Some(server_ticks) = self.server_ticks else {
+            return;
+        };
+        let per_request = |ticks: u64| ticks as f64 / super::CLK_TCK / self.lat.len() as f64 * 1e6;
+        println!(
+            "    CPU per request: server {:.0} µs, the {clients} clients {:.0} µs ({:.0}% of the machine's cores busy)",
+            per_request(server_ticks),
+            per_request(self.client_ticks),
+            cpu_percent(server_ticks + self.client_ticks, self.total)
+                / std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
+        );
+    }
+}
+
+/// Runs `op(client, k, i)` for `i` in `0..per_client` on every client `k` at once, each client's requests
+/// one after another, timing each.
+async fn concurrently<F, Fut>(
+    clients: Vec<kube::Client>,
+    per_client: usize,
+    server_pid: Option<u32>,
+    op: F,
+) -> anyhow::Result<Concurrent>
+where
+    F: Fn(kube::Client, usize, usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    let server_before = server_pid.map(|pid| (pid, cpu_ticks(pid).unwrap_or(0)));
+    let client_before = cpu_ticks(std::process::id()).unwrap_or(0);
     let t0 = Instant::now();
-    let mut tasks = Vec::with_capacity(clients);
-    for (k, api) in apis.into_iter().enumerate() {
+    let mut tasks = Vec::with_capacity(clients.len());
+    for (k, c) in clients.into_iter().enumerate() {
+        let op = op.clone();
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(per_client);
             for i in 0..per_client {
                 let t = Instant::now();
-                api.create(&PostParams::default(), &pod(&format!("c{k}-{i:05}")))
-                    .await?;
+                op(c.clone(), k, i).await?;
                 lat.push(t.elapsed());
             }
             anyhow::Ok(lat)
         }));
     }
-    let mut lat = Vec::with_capacity(clients * per_client);
+    let mut lat = Vec::new();
     for t in tasks {
         lat.extend(t.await??);
     }
     let total = t0.elapsed();
     lat.sort();
     let rate = lat.len() as f64 / total.as_secs_f64();
-    println!(
-        "{clients} concurrent clients creating pods: {} pods in {:.2} s = {rate:.0}/s; p50 {}, p99 {} (target >= 12000/s, p99 < 2 ms)",
-        lat.len(),
-        total.as_secs_f64(),
-        ms(percentile(&lat, 0.5)),
-        ms(percentile(&lat, 0.99))
-    );
-    // Where the two cores went: CPU per create of the server and of this process (the clients: kube-rs,
-    // TLS, JSON), from their tick counts over the run.
-    let per_create = |ticks: u64| ticks as f64 / super::CLK_TCK / lat.len() as f64 * 1e6;
     let client_ticks = cpu_ticks(std::process::id())
-        .unwrap_or(client_cpu)
-        .saturating_sub(client_cpu);
-    if let Some((pid, before)) = server_cpu {
-        let server_ticks = cpu_ticks(pid).unwrap_or(before).saturating_sub(before);
-        println!(
-            "  CPU per create: server {:.0} µs, the {clients} clients {:.0} µs ({:.0}% of the machine's cores busy)",
-            per_create(server_ticks),
-            per_create(client_ticks),
-            cpu_percent(server_ticks + client_ticks, total)
-                / std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
-        );
-    }
-    Ok(rate)
+        .unwrap_or(client_before)
+        .saturating_sub(client_before);
+    let server_ticks =
+        server_before.map(|(pid, before)| cpu_ticks(pid).unwrap_or(before).saturating_sub(before));
+    Ok(Concurrent {
+        lat,
+        total,
+        rate,
+        server_ticks,
+        client_ticks,
+    })
 }
 
 /// The median latency of `n` serial `GET /version` on `c` (the request floor: HTTP, TLS, routing).

@@ -13,7 +13,7 @@ use apiserver::storage::{Change, Decision, MemoryStore, SledStore, Storage, Stor
 use apiserver::watch::HubConfig;
 use serde_json::{Value, json};
 
-use super::percentile;
+use super::{cpu_ticks, percentile};
 
 fn pod_body(name: &str) -> Value {
     json!({
@@ -23,16 +23,26 @@ fn pod_body(name: &str) -> Value {
     })
 }
 
-/// Median and mean of `lat`, formatted.
-fn summary(lat: &mut [Duration]) -> String {
+/// Median, mean and p99 of `lat`, and this process's CPU per operation since `ticks_before` (its threads:
+/// the caller's, sled's and the flusher), formatted.
+fn summary(lat: &mut [Duration], ticks_before: u64) -> String {
+    let ticks = cpu_ticks(std::process::id())
+        .unwrap_or(ticks_before)
+        .saturating_sub(ticks_before);
+    let cpu = Duration::from_secs_f64(ticks as f64 / super::CLK_TCK / lat.len().max(1) as f64);
     lat.sort();
     let mean = lat.iter().sum::<Duration>() / lat.len().max(1) as u32;
     format!(
-        "median {}, mean {}, p99 {}",
+        "median {}, mean {}, p99 {}; CPU {} each",
         us(percentile(lat, 0.5)),
         us(mean),
-        us(percentile(lat, 0.99))
+        us(percentile(lat, 0.99)),
+        us(cpu)
     )
+}
+
+fn ticks() -> u64 {
+    cpu_ticks(std::process::id()).unwrap_or(0)
 }
 
 fn us(d: Duration) -> String {
@@ -72,25 +82,28 @@ pub(super) async fn run(dir: &Path, n: usize) -> anyhow::Result<()> {
     println!("server work per pod create, in process (no HTTP, TLS or client), {n} serial creates each:");
 
     let memory = Storage::open(Arc::new(MemoryStore::default()), HubConfig::default())?;
+    let t0 = ticks();
     let mut lat = registry_creates(memory.clone(), n).await?;
     memory.shutdown();
     println!(
         "  registry create over an in-memory store:         {}",
-        summary(&mut lat)
+        summary(&mut lat, t0)
     );
 
     let sled_dir = dir.join("inprocess-registry");
     let sled = Storage::open(Arc::new(SledStore::open(&sled_dir)?), HubConfig::default())?;
+    let t0 = ticks();
     let mut lat = registry_creates(sled.clone(), n).await?;
     sled.shutdown();
     println!(
         "  registry create over sled (durable):             {}",
-        summary(&mut lat)
+        summary(&mut lat, t0)
     );
 
     // The storage layer alone over sled: one key written and made durable per call.
     let sled_dir = dir.join("inprocess-storage");
     let storage = Storage::open(Arc::new(SledStore::open(&sled_dir)?), HubConfig::default())?;
+    let t0 = ticks();
     let mut lat = Vec::with_capacity(n);
     for i in 0..n {
         let name = format!("s{i:06}");
@@ -106,13 +119,14 @@ pub(super) async fn run(dir: &Path, n: usize) -> anyhow::Result<()> {
     storage.shutdown();
     println!(
         "  storage write over sled (commit, flush, publish): {}",
-        summary(&mut lat)
+        summary(&mut lat, t0)
     );
 
     // The engine's floor: sled's write of the same bytes and its flush, on this thread.
     let engine_dir = dir.join("inprocess-engine");
     let engine = SledStore::open(&engine_dir)?;
     let bytes = serde_json::to_vec(&stored_pod("e"))?;
+    let t0 = ticks();
     let mut lat = Vec::with_capacity(n);
     for i in 0..n {
         let change = Change {
@@ -126,7 +140,7 @@ pub(super) async fn run(dir: &Path, n: usize) -> anyhow::Result<()> {
     }
     println!(
         "  sled write + flush alone (the engine's floor):   {}",
-        summary(&mut lat)
+        summary(&mut lat, t0)
     );
     Ok(())
 }
