@@ -573,8 +573,8 @@ impl Storage {
             }
             let (tx, rx) = tokio::sync::oneshot::channel();
             p.events.push_back(Queued { event: ev, done: tx });
-            // No commit under way: this writer leads one (below, outside the writer lock).
-            // Queued writes always have a leader: one is under way, or this writer is it.
+            // Queued writes always have a leader: a commit under way, or else this writer, which leads one
+            // below, outside the writer lock.
             let lead = !p.leading;
             p.leading = true;
             (
@@ -805,11 +805,7 @@ impl Inner {
         let batch: Vec<Arc<Event>> = {
             let mut p = lock(&self.pending);
             if p.events.is_empty() {
-                p.leading = false;
-                // The flusher waits for no leader before it recovers the engine or stops.
-                if p.shutdown || p.recovering {
-                    self.wake.notify_all();
-                }
+                self.end_leading(&mut p);
                 return false;
             }
             p.events.iter().map(|q| q.event.clone()).collect()
@@ -842,16 +838,21 @@ impl Inner {
             }
             let more = !p.events.is_empty();
             if !more {
-                p.leading = false;
-                // The flusher waits for no leader before it recovers the engine or stops.
-                if p.shutdown || p.recovering {
-                    self.wake.notify_all();
-                }
+                self.end_leading(&mut p);
             }
             more
         };
         self.durable.send_replace(last);
         more
+    }
+
+    /// The queue is empty: no commit is under way any more. The flusher waits for that before it recovers
+    /// the engine or stops, and shutdown before it returns.
+    fn end_leading(&self, p: &mut Pending) {
+        p.leading = false;
+        if p.shutdown || p.recovering {
+            self.wake.notify_all();
+        }
     }
 
     /// A flush failed: nothing queued can be acknowledged (the engine may hold any part of it). Every
