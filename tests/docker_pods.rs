@@ -8,7 +8,7 @@ mod testbox_image;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::Cluster;
+use common::{Cluster, running_containers};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -25,22 +25,7 @@ fn phase(v: &Value) -> &str {
 }
 
 fn docker_ids(cluster_label: &str) -> Vec<String> {
-    let out = Command::new("docker")
-        .args([
-            "ps",
-            "-q",
-            "--no-trunc",
-            "--filter",
-            &format!("label=io.kubeling.cluster={cluster_label}"),
-        ])
-        .output()
-        .unwrap();
-    let mut ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(String::from)
-        .collect();
-    ids.sort();
-    ids
+    running_containers(&[("io.kubeling.cluster", cluster_label)])
 }
 
 fn cluster_id(c: &Cluster) -> String {

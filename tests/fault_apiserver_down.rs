@@ -12,7 +12,7 @@ use std::fs;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Cluster, NodeAgent, container_status, eventually};
+use common::{Cluster, NodeAgent, container_status, eventually, running_containers};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -45,24 +45,11 @@ fn pod(name: &str, node: Option<&str>) -> Value {
 
 /// Running containers of this cluster's pod `pod` of Docker type `kind` (`container`, `podsandbox`).
 fn running(cluster: &str, pod: &str, kind: &str) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["ps", "-q", "--no-trunc"])
-        .args(["--filter", &format!("label={LABEL_CLUSTER}={cluster}")])
-        .args(["--filter", &format!("label={LABEL_POD_NAME}={pod}")])
-        .args(["--filter", &format!("label={LABEL_TYPE}={kind}")])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "docker ps: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(String::from)
-        .collect();
-    ids.sort();
-    ids
+    running_containers(&[
+        (LABEL_CLUSTER, cluster),
+        (LABEL_POD_NAME, pod),
+        (LABEL_TYPE, kind),
+    ])
 }
 
 /// The one running app container and the one running sandbox of `pod`, once there are exactly those.

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Cluster, eventually};
+use common::{Cluster, eventually, running_containers};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -166,35 +166,14 @@ fn cluster_id(data_dir: &Path) -> String {
 
 // ---- Docker ------------------------------------------------------------------------------------------------
 
-/// Running containers carrying every `label=value`, full ids, sorted.
-fn running(labels: &[(&str, &str)]) -> Vec<String> {
-    let mut cmd = Command::new("docker");
-    cmd.args(["ps", "-q", "--no-trunc"]);
-    for (k, v) in labels {
-        cmd.args(["--filter", &format!("label={k}={v}")]);
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "docker ps: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(String::from)
-        .collect();
-    ids.sort();
-    ids
-}
-
 /// The running containers of the static pod with UID `hash`.
 fn pod_containers(hash: &str) -> Vec<String> {
-    running(&[(LABEL_POD_UID, hash)])
+    running_containers(&[(LABEL_POD_UID, hash)])
 }
 
 /// The app container of the static pod `hash`.
 fn app_container(hash: &str) -> String {
-    let ids = running(&[(LABEL_POD_UID, hash), (LABEL_TYPE, "container")]);
+    let ids = running_containers(&[(LABEL_POD_UID, hash), (LABEL_TYPE, "container")]);
     assert_eq!(ids.len(), 1, "app containers of {hash}: {ids:?}");
     ids[0].clone()
 }
@@ -413,7 +392,7 @@ fn pod_manifest_path_reads_json_manifests_but_not_dot_files_or_subdirectories() 
             ["hidden", "inner"].iter().all(|name| {
                 let mirror = mirror_name(name);
                 !c.kubectl(&["get", "pod", &mirror]).status.success()
-                    && running(&[(LABEL_CLUSTER, &cluster), (LABEL_POD_NAME, &mirror)]).is_empty()
+                    && running_containers(&[(LABEL_CLUSTER, &cluster), (LABEL_POD_NAME, &mirror)]).is_empty()
             })
         },
     );
@@ -655,7 +634,7 @@ fn of_two_manifests_with_the_same_pod_name_only_the_first_runs_and_the_second_is
     // The rejection is decided on every listing; watch three of them for a second pod of that name.
     let cluster = cluster_id(&c.data_dir);
     holds_for(Duration::from_secs(3), "both twins run", || {
-        running(&[
+        running_containers(&[
             (LABEL_CLUSTER, &cluster),
             (LABEL_POD_NAME, "twin-n1"),
             (LABEL_TYPE, "container"),
@@ -663,7 +642,7 @@ fn of_two_manifests_with_the_same_pod_name_only_the_first_runs_and_the_second_is
         .len()
             <= 1
     });
-    let apps = running(&[
+    let apps = running_containers(&[
         (LABEL_CLUSTER, &cluster),
         (LABEL_POD_NAME, "twin-n1"),
         (LABEL_TYPE, "container"),
@@ -765,7 +744,7 @@ fn node_agent_runs_static_pods_while_its_api_server_is_down_and_mirrors_them_onc
             .filter(|s| !s.is_empty())
     });
     let app_of_web = || {
-        running(&[
+        running_containers(&[
             (LABEL_CLUSTER, &cluster),
             (LABEL_POD_NAME, "web-lonely"),
             (LABEL_TYPE, "container"),

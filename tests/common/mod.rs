@@ -487,3 +487,24 @@ pub fn kubeling_test(cwd: &Path, args: &[&str], limit: Duration) -> (i32, String
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
+
+/// Running containers carrying every `label=value`, full ids, sorted.
+pub fn running_containers(labels: &[(&str, &str)]) -> Vec<String> {
+    let mut cmd = Command::new("docker");
+    cmd.args(["ps", "-q", "--no-trunc"]);
+    for (k, v) in labels {
+        cmd.args(["--filter", &format!("label={k}={v}")]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "docker ps: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    ids.sort();
+    ids
+}
