@@ -330,7 +330,6 @@ fn intern(
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         canonical: custom_canonical,
-        schema: None,
         only_verbs: None,
         alias: None,
     }));

@@ -6,21 +6,9 @@
 
 use serde_json::Value;
 
-use k8s_openapi::schemars::{JsonSchema, SchemaGenerator};
-
 use super::validation::NameRule;
 
 mod builtin;
-
-/// Registers a type's OpenAPI schema (and everything it references) in a generator; returns its name.
-pub type SchemaFn = fn(&mut SchemaGenerator) -> String;
-
-/// The [`SchemaFn`] of a k8s-openapi type.
-pub fn schema_of<T: JsonSchema>(generator: &mut SchemaGenerator) -> String {
-    // `subschema_for` stores the definition and hands back a `$ref`; the name is what we need.
-    let _ = generator.subschema_for::<T>();
-    T::schema_name().into_owned()
-}
 
 /// A subresource, for discovery.
 #[derive(Debug)]
@@ -64,8 +52,6 @@ pub struct ResourceInfo {
     pub name_rule: NameRule,
     /// Decode and re-encode through the k8s-openapi type.
     pub canonical: fn(&Value) -> Result<Value, String>,
-    /// Registers the kind's OpenAPI schema (and what it references); returns the schema's name.
-    pub schema: Option<SchemaFn>,
     /// The verbs, when not every verb is served (`bindings`: create; `componentstatuses`: get, list).
     pub only_verbs: Option<&'static [&'static str]>,
     /// Another version of the same objects this resource is stored as (events.k8s.io/v1 events are
@@ -192,7 +178,7 @@ impl Scope for k8s_openapi::ClusterResourceScope {
 /// subdomains, no status split. The builder methods below set the rest.
 pub const fn kind<T>(singular: &'static str) -> ResourceInfo
 where
-    T: k8s_openapi::Resource + serde::de::DeserializeOwned + serde::Serialize + JsonSchema,
+    T: k8s_openapi::Resource + serde::de::DeserializeOwned + serde::Serialize,
     T::Scope: Scope,
 {
     ResourceInfo {
@@ -209,7 +195,6 @@ where
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         canonical: canonical::<T>,
-        schema: Some(schema_of::<T>),
         only_verbs: None,
         alias: None,
     }

@@ -6,70 +6,23 @@
 //! strategic-merge patches from the component schemas when the PATCH operation accepts
 //! `application/strategic-merge-patch+json`. `kubectl explain` finds the component schema whose
 //! `x-kubernetes-group-version-kind` array names the kind and walks `$ref`/`allOf` for field paths.
-//! The component schemas come from k8s-openapi's `schemars` support, generated with OpenAPI 3 settings
-//! so that references read `#/components/schemas/io.k8s.api.core.v1.Pod`, as upstream's do; we add
-//! what k8s-openapi leaves out (the GVK arrays, list kinds, the patch merge keys kubectl needs).
+//! The component schemas are k8s-openapi's, generated with schemars' OpenAPI 3 settings so that
+//! references read `#/components/schemas/io.k8s.api.core.v1.Pod`, as upstream's do, and kept as data
+//! (`schemas.rs`); we add what k8s-openapi leaves out (the GVK arrays, list kinds, the patch merge keys
+//! kubectl needs).
 //! Documents are built once, on the first request, and served as bytes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::body::Bytes;
 
-use k8s_openapi::api::{
-    apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, core::v1 as core,
-    discovery::v1 as discovery, events::v1 as events, storage::v1 as storage,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
-use k8s_openapi::schemars::{SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use super::discovery::KUBE_VERSION;
 use crate::registry::{ResourceInfo, resources};
 
-use crate::registry::resources::{SchemaFn, schema_of as sub};
-
-/// The k8s-openapi type of each kind we serve (resources and the kinds their subresources take): the
-/// resource's own entry names it (entries made with `resources::kind`); the older entries and the
-/// subresources' kinds are listed here. A kind missing from both still gets its operations, with an
-/// open object schema (see `fallback_schema`), and the test
-/// `every_served_kind_has_a_component_schema_with_its_gvk_array` flags it.
-fn kind_schema(group: &str, version: &str, kind: &str) -> Option<SchemaFn> {
-    let own = described()
-        .find(|r| (r.group, r.version, r.kind) == (group, version, kind))
-        .and_then(|r| r.schema);
-    if own.is_some() {
-        return own;
-    }
-    Some(match (group, version, kind) {
-        ("", "v1", "Pod") => sub::<core::Pod>,
-        ("", "v1", "Binding") => sub::<core::Binding>,
-        ("", "v1", "Node") => sub::<core::Node>,
-        ("", "v1", "Namespace") => sub::<core::Namespace>,
-        ("", "v1", "Event") => sub::<core::Event>,
-        ("", "v1", "ConfigMap") => sub::<core::ConfigMap>,
-        ("", "v1", "Secret") => sub::<core::Secret>,
-        ("", "v1", "Service") => sub::<core::Service>,
-        ("", "v1", "Endpoints") => sub::<core::Endpoints>,
-        ("", "v1", "ServiceAccount") => sub::<core::ServiceAccount>,
-        ("", "v1", "PersistentVolumeClaim") => sub::<core::PersistentVolumeClaim>,
-        ("", "v1", "PersistentVolume") => sub::<core::PersistentVolume>,
-        ("coordination.k8s.io", "v1", "Lease") => sub::<coord::Lease>,
-        ("events.k8s.io", "v1", "Event") => sub::<events::Event>,
-        ("apps", "v1", "Deployment") => sub::<apps::Deployment>,
-        ("apps", "v1", "ReplicaSet") => sub::<apps::ReplicaSet>,
-        ("apps", "v1", "StatefulSet") => sub::<apps::StatefulSet>,
-        ("apps", "v1", "DaemonSet") => sub::<apps::DaemonSet>,
-        ("apps", "v1", "ControllerRevision") => sub::<apps::ControllerRevision>,
-        ("batch", "v1", "Job") => sub::<batch::Job>,
-        ("batch", "v1", "CronJob") => sub::<batch::CronJob>,
-        ("discovery.k8s.io", "v1", "EndpointSlice") => sub::<discovery::EndpointSlice>,
-        ("storage.k8s.io", "v1", "StorageClass") => sub::<storage::StorageClass>,
-        // The `scale` subresource of workloads takes autoscaling/v1's Scale.
-        ("autoscaling", "v1", "Scale") => sub::<k8s_openapi::api::autoscaling::v1::Scale>,
-        _ => return None,
-    })
-}
+mod schemas;
 
 /// Upstream's patch metadata (`patchStrategy`/`patchMergeKey` struct tags) for the lists of the served
 /// kinds, which k8s-openapi's schemas lack: one `schema property strategy [merge-key]` a line. Without a
@@ -366,7 +319,8 @@ fn fallback_schema(kind: &str) -> Value {
 
 /// Builds one group-version's document.
 struct DocBuilder {
-    generator: SchemaGenerator,
+    /// The k8s-openapi components named so far; `finish` adds what they reference.
+    roots: BTreeSet<String>,
     /// Schemas we write by hand (list kinds, fallbacks), added after generation.
     extra: Map<String, Value>,
     /// Component schema name -> the GVKs it carries.
@@ -377,26 +331,32 @@ struct DocBuilder {
 impl DocBuilder {
     fn new() -> Self {
         DocBuilder {
-            generator: SchemaSettings::openapi3().into_generator(),
+            roots: BTreeSet::new(),
             extra: Map::new(),
             gvks: BTreeMap::new(),
             paths: Map::new(),
         }
     }
 
+    /// A k8s-openapi component the document names; its name.
+    fn component(&mut self, name: &str) -> String {
+        self.roots.insert(name.to_string());
+        name.to_string()
+    }
+
     /// The component name of a kind, registering its schema and GVK.
     fn kind(&mut self, group: &str, version: &str, kind: &str) -> String {
         let custom = crate::crd::custom_for(group, version, kind);
-        let name = match kind_schema(group, version, kind) {
+        let name = match schemas::kind_schema(group, version, kind) {
             _ if custom.is_some() => {
                 let c = custom.expect("checked");
-                let object_meta = sub::<meta::ObjectMeta>(&mut self.generator);
+                let object_meta = self.component(schemas::OBJECT_META);
                 let name = custom_schema_name(group, version, kind);
                 self.extra
                     .insert(name.clone(), custom_schema(&c.schema_json, &object_meta));
                 name
             }
-            Some(f) => f(&mut self.generator),
+            Some(name) => self.component(name),
             None => {
                 let g = if group.is_empty() { "core" } else { group };
                 let name = format!("io.k8s.kubeling.{g}.{version}.{kind}");
@@ -414,7 +374,7 @@ impl DocBuilder {
 
     /// `PodList`: k8s-openapi has a generic `List<T>` without a schema, so we write upstream's shape.
     fn list_kind(&mut self, r: &ResourceInfo, item: &str) -> String {
-        let list_meta = sub::<meta::ListMeta>(&mut self.generator);
+        let list_meta = self.component(schemas::LIST_META);
         let name = format!("{item}List");
         let list_kind = r.list_kind();
         self.extra.insert(
@@ -458,9 +418,9 @@ impl DocBuilder {
         let gvk = gvk_value(r.group, r.version, r.kind);
         let kind = self.kind(r.group, r.version, r.kind);
         let list = self.list_kind(r, &kind);
-        let patch = schema_ref(&sub::<meta::Patch>(&mut self.generator));
-        let status = schema_ref(&sub::<meta::Status>(&mut self.generator));
-        let delete_options = schema_ref(&sub::<meta::DeleteOptions>(&mut self.generator));
+        let patch = schema_ref(&self.component(schemas::PATCH));
+        let status = schema_ref(&self.component(schemas::STATUS));
+        let delete_options = schema_ref(&self.component(schemas::DELETE_OPTIONS));
         let (kref, lref) = (schema_ref(&kind), schema_ref(&list));
         let infix = op_infix(r.group, r.version);
         let scoped = if r.namespaced { "Namespaced" } else { "" };
@@ -632,8 +592,8 @@ impl DocBuilder {
         }
     }
 
-    fn finish(mut self) -> Value {
-        let mut schemas = self.generator.take_definitions(true);
+    fn finish(self) -> Value {
+        let mut schemas = schemas::closure(&self.roots);
         schemas.extend(self.extra);
         for (name, gvks) in self.gvks {
             let Some(Value::Object(s)) = schemas.get_mut(&name) else {
@@ -900,7 +860,7 @@ mod tests {
     fn every_served_kind_has_a_component_schema_with_its_gvk_array() {
         for r in resources::all() {
             assert!(
-                kind_schema(r.group, r.version, r.kind).is_some(),
+                schemas::kind_schema(r.group, r.version, r.kind).is_some(),
                 "no k8s-openapi type for {}",
                 r.kind
             );
