@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use apiserver::registry::{Registry, WriteOptions, resources};
-use apiserver::storage::{Change, Decision, MemoryStore, SledStore, Storage, Store};
+use apiserver::storage::{Change, Decision, MemoryStore, Reusable, SledStore, Storage, Store};
 use apiserver::watch::HubConfig;
 use serde_json::{Value, json};
 
@@ -107,11 +107,11 @@ pub(super) async fn run(dir: &Path, n: usize) -> anyhow::Result<()> {
     let mut lat = Vec::with_capacity(n);
     for i in 0..n {
         let name = format!("s{i:06}");
-        let value = stored_pod(&name);
+        let mut value = Reusable::new(stored_pod(&name), &storage);
         let t = Instant::now();
         storage
             .write::<apiserver::storage::StoreError>(&format!("/pods/default/{name}"), |_| {
-                Ok(Decision::Put(value))
+                Ok(Decision::Put(value.take()))
             })
             .await?;
         lat.push(t.elapsed());

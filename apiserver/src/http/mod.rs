@@ -667,7 +667,7 @@ async fn resource(
                     let new = decode_object(headers, &body)?;
                     let scale = st
                         .registry
-                        .update_scale(info, ns, name, |_| Ok(new), &opts)
+                        .update_scale(info, ns, name, |_| Ok(new.clone()), &opts)
                         .await?;
                     Ok(json_value(StatusCode::OK, &scale))
                 }
@@ -715,7 +715,7 @@ async fn resource(
                             |mut current| {
                                 match ct.as_str() {
                                     "application/json-patch+json" => {
-                                        let ops: json_patch::Patch = serde_json::from_value(patch).map_err(|e| {
+                                        let ops = <json_patch::Patch as serde::Deserialize>::deserialize(&patch).map_err(|e| {
                                             ApiError::bad_request(format!("error decoding patch: {e}"))
                                         })?;
                                         json_patch::patch(&mut current, &ops)

@@ -36,7 +36,9 @@ pub use resources::{ResourceInfo, Subresource};
 use crate::error::{ApiError, FieldError};
 use crate::patch;
 use crate::selector::{FieldSelector, Fields, LabelSelector};
-use crate::storage::{Decision, ListResult, Storage, StoreError, Stored, WatchFrom, WatchStart, Written};
+use crate::storage::{
+    Decision, ListResult, Reusable, Storage, StoreError, Stored, WatchFrom, WatchStart, Written,
+};
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
@@ -602,6 +604,7 @@ impl Registry {
         }
         let key = info.key(ns.as_deref(), &name);
         let dry_run = opts.dry_run;
+        let mut obj = Reusable::new(obj, &self.storage);
         let written = self
             .storage
             .write(&key, |current| {
@@ -614,9 +617,9 @@ impl Registry {
                     return Err(ApiError::already_exists(info.plural, info.group, &name));
                 }
                 Ok(if dry_run {
-                    Decision::Preview(obj)
+                    Decision::Preview(obj.take())
                 } else {
-                    Decision::Put(obj)
+                    Decision::Put(obj.take())
                 })
             })
             .await?;
@@ -745,13 +748,14 @@ impl Registry {
         let new = self.decode(info, body, opts)?;
         self.check_identity(info, ns, name, &new)?;
         let key = info.key(ns, name);
+        let mut new = Reusable::new(new, &self.storage);
         let written = self
             .storage
             .write(&key, |current| {
                 let Some(old) = current else {
                     return Err(ApiError::not_found(info.plural, info.group, name));
                 };
-                self.decide_update(info, old, new, subresource, opts)
+                self.decide_update(info, old, new.take(), subresource, opts)
             })
             .await?;
         Ok(view(info, &written.object))
@@ -1089,7 +1093,7 @@ impl Registry {
         info: &'static ResourceInfo,
         ns: Option<&str>,
         name: &str,
-        change: impl FnOnce(Value) -> Result<Value, ApiError>,
+        mut change: impl FnMut(Value) -> Result<Value, ApiError>,
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
         let key = info.key(ns, name);

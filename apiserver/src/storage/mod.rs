@@ -76,6 +76,49 @@ pub enum StoreError {
     },
 }
 
+/// A value a write's decision moves into its result, kept for a second run of the decision when the
+/// store may run it again (etcd, after a lost race; see [`Storage::write`]). The first run takes the
+/// value itself; a copy is made only for a store that may rerun, so sled's writes clone nothing.
+#[derive(Debug)]
+pub struct Reusable<T: Clone> {
+    first: Option<T>,
+    spare: Option<T>,
+}
+
+impl<T: Clone> Reusable<T> {
+    /// `value` for the decisions of writes to `storage`.
+    pub fn new(value: T, storage: &Storage) -> Self {
+        let spare = storage.inner.etcd.is_some().then(|| value.clone());
+        Reusable {
+            first: Some(value),
+            spare,
+        }
+    }
+
+    /// The value: itself on the first run, a copy on a rerun.
+    pub fn take(&mut self) -> T {
+        match self.first.take() {
+            Some(v) => v,
+            None => self
+                .spare
+                .clone()
+                .expect("only a store that reruns decisions runs one twice"),
+        }
+    }
+}
+
+/// How often a write to etcd is decided again after losing a race to another API server before it is
+/// refused with 409 (upstream retries without a bound; a bound keeps a hot key from holding a request).
+const ETCD_WRITE_ATTEMPTS: usize = 16;
+
+/// Why one attempt at an etcd write did not commit.
+enum Lost<E> {
+    /// Another API server changed the key after `decide` read it.
+    Race,
+    /// `decide` refused, or the store failed.
+    Refused(E),
+}
+
 /// One key's new value (`None`: removed).
 #[derive(Debug, Clone)]
 pub struct Change {
@@ -491,16 +534,30 @@ impl Storage {
 
     /// Change one key under the single writer: `decide` sees the current object (including writes not yet
     /// durable) and says what to do. Returns once the change is durable and published.
+    ///
+    /// On etcd, another API server may change the key between `decide`'s read and the commit: then
+    /// `decide` runs again on the object that won (upstream's `GuaranteedUpdate`), so a write without a
+    /// resourceVersion precondition (a patch, an unconditional update) is not refused for a race the
+    /// client never saw, and one with a precondition is refused by `decide` itself, with the usual 409.
     pub async fn write<E>(
         &self,
         key: &str,
-        decide: impl FnOnce(Option<&Arc<Stored>>) -> Result<Decision, E>,
+        mut decide: impl FnMut(Option<&Arc<Stored>>) -> Result<Decision, E>,
     ) -> Result<Written, E>
     where
         E: From<StoreError>,
     {
         if let Some(etcd) = &self.inner.etcd {
-            return self.write_etcd(etcd, key, decide).await;
+            let mut attempts = 0;
+            return loop {
+                attempts += 1;
+                match self.write_etcd(etcd, key, &mut decide).await {
+                    Err(Lost::Race) if attempts < ETCD_WRITE_ATTEMPTS => {}
+                    Err(Lost::Race) => break Err(StoreError::Conflict { key: key.to_string() }.into()),
+                    Err(Lost::Refused(e)) => break Err(e),
+                    Ok(written) => break Ok(written),
+                }
+            };
         }
         let Some(store) = &self.inner.store else {
             return Err(StoreError::Closed.into());
@@ -602,14 +659,14 @@ impl Storage {
         &self,
         etcd: &Arc<etcd_store::Etcd>,
         key: &str,
-        decide: impl FnOnce(Option<&Arc<Stored>>) -> Result<Decision, E>,
-    ) -> Result<Written, E>
+        decide: &mut impl FnMut(Option<&Arc<Stored>>) -> Result<Decision, E>,
+    ) -> Result<Written, Lost<E>>
     where
         E: From<StoreError>,
     {
         let guard = etcd.writer.lock().await;
         if self.inner.stop.is_cancelled() {
-            return Err(StoreError::Closed.into());
+            return Err(Lost::Refused(StoreError::Closed.into()));
         }
         let current = {
             let w = lock(&self.inner.writer);
@@ -618,7 +675,7 @@ impl Storage {
                 None => self.get(key),
             }
         };
-        let (kind, value) = match decide(current.as_ref())? {
+        let (kind, value) = match decide(current.as_ref()).map_err(Lost::Refused)? {
             Decision::Keep => {
                 let object = current.expect("Keep needs an existing object");
                 return Ok(Written { object, event: None });
@@ -627,18 +684,24 @@ impl Storage {
             Decision::Put(value) if current.is_some() => (EventType::Modified, Some(value)),
             Decision::Put(value) => (EventType::Added, Some(value)),
             Decision::Delete if current.is_none() => {
-                return Err(StoreError::Engine(format!("delete of missing key {key}")).into());
+                let e = StoreError::Engine(format!("delete of missing key {key}"));
+                return Err(Lost::Refused(e.into()));
             }
             Decision::Delete => (EventType::Deleted, None),
         };
         let expected = current.as_ref().map_or(0, |c| c.revision);
         let bytes = value.as_ref().map(etcd_store::etcd_bytes);
-        let Some(revision) = etcd.put_if(key, expected, bytes).await? else {
+        let put = etcd.put_if(key, expected, bytes).await;
+        let Some(revision) = put.map_err(|e| Lost::Refused(e.into()))? else {
             drop(guard);
-            // Another API server wrote the key first: its change is applied before the refusal, so the
-            // client's next read sees it.
-            let _ = self.catch_up().await;
-            return Err(StoreError::Conflict { key: key.to_string() }.into());
+            // Another API server wrote the key first: its change is applied before `decide` runs again.
+            // A server that cannot catch up refuses with 409 rather than decide on the same stale view.
+            if self.catch_up().await.is_err() {
+                return Err(Lost::Refused(
+                    StoreError::Conflict { key: key.to_string() }.into(),
+                ));
+            }
+            return Err(Lost::Race);
         };
         let (object, new_state) = match (value, current) {
             (Some(v), _) => {
@@ -937,7 +1000,7 @@ mod tests {
     }
 
     async fn put(s: &Storage, key: &str, v: Value) -> Written {
-        s.write::<StoreError>(key, |_| Ok(Decision::Put(v)))
+        s.write::<StoreError>(key, |_| Ok(Decision::Put(v.clone())))
             .await
             .unwrap()
     }

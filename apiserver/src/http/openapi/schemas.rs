@@ -92,11 +92,11 @@ mod tests {
 
     use k8s_openapi::api::{
         admissionregistration::v1 as admission, apps::v1 as apps, authentication::v1 as authentication,
-        authorization::v1 as authorization, autoscaling::v1 as autoscaling_v1, autoscaling::v2 as autoscaling_v2,
-        batch::v1 as batch, certificates::v1 as certificates, coordination::v1 as coord, core::v1 as core,
-        discovery::v1 as discovery, events::v1 as events, flowcontrol::v1 as flowcontrol,
-        networking::v1 as networking, node::v1 as node, policy::v1 as policy, rbac::v1 as rbac,
-        scheduling::v1 as scheduling, storage::v1 as storage,
+        authorization::v1 as authorization, autoscaling::v1 as autoscaling_v1,
+        autoscaling::v2 as autoscaling_v2, batch::v1 as batch, certificates::v1 as certificates,
+        coordination::v1 as coord, core::v1 as core, discovery::v1 as discovery, events::v1 as events,
+        flowcontrol::v1 as flowcontrol, networking::v1 as networking, node::v1 as node, policy::v1 as policy,
+        rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -104,9 +104,15 @@ mod tests {
     use k8s_openapi::schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 
     /// Registers a kind's schema; its key in `kinds`.
-    fn kind<T: k8s_openapi::Resource + JsonSchema>(g: &mut SchemaGenerator, kinds: &mut BTreeMap<String, String>) {
+    fn kind<T: k8s_openapi::Resource + JsonSchema>(
+        g: &mut SchemaGenerator,
+        kinds: &mut BTreeMap<String, String>,
+    ) {
         let _ = g.subschema_for::<T>();
-        kinds.insert(kind_key(T::GROUP, T::VERSION, T::KIND), T::schema_name().into_owned());
+        kinds.insert(
+            kind_key(T::GROUP, T::VERSION, T::KIND),
+            T::schema_name().into_owned(),
+        );
     }
 
     /// What `components.json` holds, generated from k8s-openapi: the kinds of the served resources,
@@ -120,27 +126,67 @@ mod tests {
             ($($t:ty),* $(,)?) => { $( kind::<$t>(&mut g, &mut k); )* };
         }
         kinds![
-            core::Pod, core::Binding, core::Node, core::Namespace, core::Event, core::ConfigMap,
-            core::Secret, core::Service, core::Endpoints, core::ServiceAccount, core::PersistentVolumeClaim,
-            core::PersistentVolume, core::PodTemplate, core::ComponentStatus, core::LimitRange,
-            core::ReplicationController, core::ResourceQuota,
-            coord::Lease, events::Event,
-            apps::Deployment, apps::ReplicaSet, apps::StatefulSet, apps::DaemonSet, apps::ControllerRevision,
-            batch::Job, batch::CronJob, discovery::EndpointSlice,
-            storage::StorageClass, storage::CSIDriver, storage::CSINode, storage::CSIStorageCapacity,
+            core::Pod,
+            core::Binding,
+            core::Node,
+            core::Namespace,
+            core::Event,
+            core::ConfigMap,
+            core::Secret,
+            core::Service,
+            core::Endpoints,
+            core::ServiceAccount,
+            core::PersistentVolumeClaim,
+            core::PersistentVolume,
+            core::PodTemplate,
+            core::ComponentStatus,
+            core::LimitRange,
+            core::ReplicationController,
+            core::ResourceQuota,
+            coord::Lease,
+            events::Event,
+            apps::Deployment,
+            apps::ReplicaSet,
+            apps::StatefulSet,
+            apps::DaemonSet,
+            apps::ControllerRevision,
+            batch::Job,
+            batch::CronJob,
+            discovery::EndpointSlice,
+            storage::StorageClass,
+            storage::CSIDriver,
+            storage::CSINode,
+            storage::CSIStorageCapacity,
             storage::VolumeAttachment,
-            autoscaling_v1::Scale, autoscaling_v1::HorizontalPodAutoscaler, autoscaling_v2::HorizontalPodAutoscaler,
-            admission::MutatingWebhookConfiguration, admission::ValidatingWebhookConfiguration,
-            admission::ValidatingAdmissionPolicy, admission::ValidatingAdmissionPolicyBinding,
-            apiextensions::CustomResourceDefinition, apiregistration::APIService,
-            authentication::SelfSubjectReview, authentication::TokenReview,
-            authorization::LocalSubjectAccessReview, authorization::SelfSubjectAccessReview,
-            authorization::SelfSubjectRulesReview, authorization::SubjectAccessReview,
+            autoscaling_v1::Scale,
+            autoscaling_v1::HorizontalPodAutoscaler,
+            autoscaling_v2::HorizontalPodAutoscaler,
+            admission::MutatingWebhookConfiguration,
+            admission::ValidatingWebhookConfiguration,
+            admission::ValidatingAdmissionPolicy,
+            admission::ValidatingAdmissionPolicyBinding,
+            apiextensions::CustomResourceDefinition,
+            apiregistration::APIService,
+            authentication::SelfSubjectReview,
+            authentication::TokenReview,
+            authorization::LocalSubjectAccessReview,
+            authorization::SelfSubjectAccessReview,
+            authorization::SelfSubjectRulesReview,
+            authorization::SubjectAccessReview,
             certificates::CertificateSigningRequest,
-            flowcontrol::FlowSchema, flowcontrol::PriorityLevelConfiguration,
-            networking::IPAddress, networking::Ingress, networking::IngressClass, networking::NetworkPolicy,
-            networking::ServiceCIDR, node::RuntimeClass, policy::PodDisruptionBudget,
-            rbac::ClusterRole, rbac::ClusterRoleBinding, rbac::Role, rbac::RoleBinding,
+            flowcontrol::FlowSchema,
+            flowcontrol::PriorityLevelConfiguration,
+            networking::IPAddress,
+            networking::Ingress,
+            networking::IngressClass,
+            networking::NetworkPolicy,
+            networking::ServiceCIDR,
+            node::RuntimeClass,
+            policy::PodDisruptionBudget,
+            rbac::ClusterRole,
+            rbac::ClusterRoleBinding,
+            rbac::Role,
+            rbac::RoleBinding,
             scheduling::PriorityClass,
         ];
         for (name, schema) in [
@@ -174,13 +220,17 @@ mod tests {
 
     #[test]
     fn closure_takes_every_referenced_component_and_no_other() {
-        let roots: BTreeSet<String> = [kind_schema("", "v1", "ConfigMap").expect("ConfigMap").to_string()].into();
+        let roots: BTreeSet<String> =
+            [kind_schema("", "v1", "ConfigMap").expect("ConfigMap").to_string()].into();
         let got = closure(&roots);
         let names: Vec<&str> = got.keys().map(String::as_str).collect();
         assert!(names.contains(&"io.k8s.api.core.v1.ConfigMap"), "{names:?}");
         assert!(names.contains(&OBJECT_META), "{names:?}");
         // ObjectMeta references ManagedFieldsEntry, which references FieldsV1 and Time.
-        assert!(names.contains(&"io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1"), "{names:?}");
+        assert!(
+            names.contains(&"io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1"),
+            "{names:?}"
+        );
         assert!(!names.contains(&"io.k8s.api.core.v1.Pod"), "{names:?}");
         let mut refs_seen = Vec::new();
         got.values().for_each(|s| refs(s, &mut refs_seen));
