@@ -262,6 +262,7 @@ struct ControllersArgs {
 }
 
 async fn run_controllers(args: ControllersArgs) -> anyhow::Result<()> {
+    let signals = Signals::install()?;
     let data_dir = match args.data_dir {
         Some(d) => d,
         None => default_data_dir()?,
@@ -277,7 +278,7 @@ async fn run_controllers(args: ControllersArgs) -> anyhow::Result<()> {
     let cancel = tokio_util::sync::CancellationToken::new();
     let manager = tokio::spawn(controllers::run(client, cfg, cancel.clone()));
     println!("kubeling controller manager started");
-    wait_for_signal().await?;
+    signals.wait().await;
     cancel.cancel();
     manager.await?;
     Ok(())
@@ -309,6 +310,7 @@ fn agent_config(data_dir: &std::path::Path, o: &NodeOptions) -> node::agent::Age
 }
 
 async fn run_dns(args: DnsArgs) -> anyhow::Result<()> {
+    let signals = Signals::install()?;
     let client = client_from(&args.kubeconfig).await?;
     let cfg = dns::Config {
         listen: args.dns.dns_listen,
@@ -321,13 +323,14 @@ async fn run_dns(args: DnsArgs) -> anyhow::Result<()> {
         .await
         .context("starting the cluster DNS server")?;
     println!("kubeling cluster DNS listening on {}", running.addr);
-    wait_for_signal().await?;
+    signals.wait().await;
     cancel.cancel();
     running.shutdown().await;
     Ok(())
 }
 
 async fn run_node(args: NodeArgs) -> anyhow::Result<()> {
+    let signals = Signals::install()?;
     let data_dir = match args.data_dir {
         Some(d) => d,
         None => default_data_dir()?.join("node"),
@@ -344,7 +347,7 @@ async fn run_node(args: NodeArgs) -> anyhow::Result<()> {
     let cancel = tokio_util::sync::CancellationToken::new();
     let agent = tokio::spawn(node::agent::run(client, cfg, cancel.clone()));
     println!("kubeling node agent started: node data in {}", data_dir.display());
-    wait_for_signal().await?;
+    signals.wait().await;
     cancel.cancel();
     agent.await??;
     Ok(())
@@ -390,6 +393,7 @@ async fn serve(
     dns_opts: Option<DnsOptions>,
     nodes: Nodes,
 ) -> anyhow::Result<()> {
+    let signals = Signals::install()?;
     let data_dir = match args.data_dir {
         Some(d) => d,
         None => default_data_dir()?,
@@ -478,7 +482,7 @@ async fn serve(
         cluster.started_in.as_millis(),
         cluster.kubeconfig.display()
     );
-    wait_for_signal().await?;
+    signals.wait().await;
     tracing::info!("shutting down");
     // Order: the node agent and the controller manager stop (containers keep running), then the API server ends its
     // watches, drains requests and flushes storage.
@@ -486,15 +490,30 @@ async fn serve(
     Ok(())
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// SIGTERM and SIGINT, caught from the start of a command: a signal sent as soon as the process says it
+/// is ready (or while it starts) stops it cleanly, rather than killing it by the default disposition
+/// before a handler exists.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+        })
     }
-    Ok(())
+
+    /// The first of the two (at once if one came already).
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

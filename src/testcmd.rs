@@ -89,6 +89,8 @@ fn kuttl_suite(config: &Option<PathBuf>, paths: &[PathBuf]) -> testrunner::kuttl
 /// Runs `kubeling test`; returns the exit code (0: every test passed, 1: a failure, as kuttl and chainsaw;
 /// 255 when interrupted, as kuttl).
 pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
+    // Caught from here on: a signal while the cluster starts still stops it (after it is up).
+    let signals = crate::Signals::install()?;
     let (owned, kubeconfig) = match &args.kubeconfig {
         Some(k) => (None, k.clone()),
         None => {
@@ -143,7 +145,7 @@ pub(crate) async fn run(args: TestArgs) -> anyhow::Result<i32> {
     // SIGINT/SIGTERM end the run at once (kuttl exits 255), still stopping the cluster started for it.
     let result = tokio::select! {
         r = testrunner::run(cluster, args.paths, opts) => r,
-        _ = crate::wait_for_signal() => {
+        _ = signals.wait() => {
             eprintln!("interrupted");
             if let Some(c) = owned {
                 c.stop().await;
