@@ -575,21 +575,7 @@ fn encode_schema(s: &Value) -> Pb {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn collect_refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
-        match v {
-            Value::Object(m) => {
-                for (k, x) in m {
-                    match (k.as_str(), x) {
-                        ("$ref", Value::String(s)) => out.push(s),
-                        _ => collect_refs(x, out),
-                    }
-                }
-            }
-            Value::Array(a) => a.iter().for_each(|x| collect_refs(x, out)),
-            _ => {}
-        }
-    }
+    use crate::http::openapi::collect_refs;
 
     #[test]
     fn every_reference_is_a_resolvable_definition() {

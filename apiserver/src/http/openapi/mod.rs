@@ -635,6 +635,22 @@ impl DocBuilder {
     }
 }
 
+/// Every `$ref` in a schema or document, in document order.
+pub(super) fn collect_refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                match (k.as_str(), x) {
+                    ("$ref", Value::String(s)) => out.push(s),
+                    _ => collect_refs(x, out),
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_refs(x, out)),
+        _ => {}
+    }
+}
+
 /// A property of a component schema, where the patch tables add their extensions.
 fn property<'a>(schemas: &'a mut Map<String, Value>, schema: &str, prop: &str) -> Option<&'a mut Value> {
     schemas.get_mut(schema)?.get_mut("properties")?.get_mut(prop)
@@ -789,21 +805,6 @@ mod tests {
 
     fn parsed(group: &str, version: &str) -> Value {
         serde_json::from_slice(&doc(&doc_path(group, version)).expect("document served")).unwrap()
-    }
-
-    fn collect_refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
-        match v {
-            Value::Object(m) => {
-                for (k, x) in m {
-                    match (k.as_str(), x) {
-                        ("$ref", Value::String(s)) => out.push(s),
-                        _ => collect_refs(x, out),
-                    }
-                }
-            }
-            Value::Array(a) => a.iter().for_each(|x| collect_refs(x, out)),
-            _ => {}
-        }
     }
 
     #[test]

@@ -68,22 +68,12 @@ pub(super) fn closure(roots: &BTreeSet<String>) -> Map<String, Value> {
 
 /// The component names a schema's `$ref`s point at.
 fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
-    match v {
-        Value::Object(m) => {
-            for (k, x) in m {
-                match (k.as_str(), x) {
-                    ("$ref", Value::String(r)) => {
-                        if let Some(name) = r.strip_prefix("#/components/schemas/") {
-                            out.push(name);
-                        }
-                    }
-                    _ => refs(x, out),
-                }
-            }
-        }
-        Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
-        _ => {}
-    }
+    let mut all = Vec::new();
+    super::collect_refs(v, &mut all);
+    out.extend(
+        all.into_iter()
+            .filter_map(|r| r.strip_prefix("#/components/schemas/")),
+    );
 }
 
 #[cfg(test)]
