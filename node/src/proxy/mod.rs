@@ -237,20 +237,26 @@ async fn gateway_control(
         logged = false;
         let mut sink = [0u8; 256];
         let mut first = true;
+        // A new connection gets the hello and the current set; after that only a changed set is sent.
+        // The gateway's `ok` is read and dropped: answering it with the set again would make the two
+        // ping-pong the same set for ever.
+        let mut send = true;
         loop {
-            let set = sets.borrow_and_update().clone();
-            let mut message = if first { hello.clone() } else { String::new() };
-            first = false;
-            message.push_str(set.as_deref().unwrap_or(""));
-            if !message.is_empty() && conn.write_all(message.as_bytes()).await.is_err() {
-                break;
+            if send {
+                let set = sets.borrow_and_update().clone();
+                let mut message = if first { hello.clone() } else { String::new() };
+                first = false;
+                message.push_str(set.as_deref().unwrap_or(""));
+                if !message.is_empty() && conn.write_all(message.as_bytes()).await.is_err() {
+                    break;
+                }
             }
-            tokio::select! {
+            send = tokio::select! {
                 _ = cancel.cancelled() => return,
-                changed = sets.changed() => if changed.is_err() { return },
-                // The gateway only answers `ok`; a read of 0 or an error means it went away.
-                n = conn.read(&mut sink) => if !matches!(n, Ok(n) if n > 0) { break },
-            }
+                changed = sets.changed() => if changed.is_err() { return } else { true },
+                // A read of 0 or an error means the gateway went away.
+                n = conn.read(&mut sink) => if matches!(n, Ok(n) if n > 0) { false } else { break },
+            };
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -821,6 +827,61 @@ mod tests {
         let mut got = Vec::new();
         conn.read_to_end(&mut got).await.unwrap();
         assert_eq!(got, b"hello");
+    }
+
+    /// A fake gateway's side of the control connection: reads up to the end of a set (`.`), answers `ok`.
+    async fn read_set(conn: &mut TcpStream) -> String {
+        let mut got = Vec::new();
+        let mut byte = [0u8; 1];
+        while !got.ends_with(b".\n") {
+            let n = tokio::time::timeout(Duration::from_secs(10), conn.read(&mut byte))
+                .await
+                .expect("a set within 10 s")
+                .unwrap();
+            assert_eq!(
+                n,
+                1,
+                "connection closed after {:?}",
+                String::from_utf8_lossy(&got)
+            );
+            got.push(byte[0]);
+        }
+        conn.write_all(b"ok\n").await.unwrap();
+        String::from_utf8(got).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_gateway_gets_each_set_once_and_its_ok_is_not_answered() {
+        let gateway = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (sets, rx) = watch::channel(Some("B\nU 10.96.0.10 53\n.\n".to_string()));
+        let cancel = CancellationToken::new();
+        tokio::spawn(gateway_control(
+            gateway.local_addr().unwrap(),
+            "A 10.112.0.1 4000\n".into(),
+            rx,
+            cancel.clone(),
+        ));
+        let (mut conn, _) = gateway.accept().await.unwrap();
+        assert_eq!(
+            read_set(&mut conn).await,
+            "A 10.112.0.1 4000\nB\nU 10.96.0.10 53\n.\n"
+        );
+        // Nothing more until the set changes. Before the fix the `ok` was answered with the same set at
+        // once (microseconds), so both sides spun; a quiet half second shows that loop is gone.
+        let mut byte = [0u8; 1];
+        let quiet = tokio::time::timeout(Duration::from_millis(500), conn.read(&mut byte)).await;
+        assert!(
+            quiet.is_err(),
+            "the agent wrote again without a new set: {quiet:?} {byte:?}"
+        );
+        sets.send_replace(Some("B\nU 10.96.0.11 53\n.\n".to_string()));
+        assert_eq!(read_set(&mut conn).await, "B\nU 10.96.0.11 53\n.\n");
+        let quiet = tokio::time::timeout(Duration::from_millis(500), conn.read(&mut byte)).await;
+        assert!(
+            quiet.is_err(),
+            "the agent wrote again without a new set: {quiet:?} {byte:?}"
+        );
+        cancel.cancel();
     }
 
     #[tokio::test]
