@@ -12,9 +12,10 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex, RwLock};
 
 use futures_util::StreamExt;
-use kube::api::Api;
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, watcher as watch_stream};
+use futures_util::io::AsyncBufReadExt;
+use kube::api::{ListParams, WatchParams};
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::{self, DefaultBackoff};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
@@ -191,65 +192,288 @@ where
     }
 
     async fn run(self: Arc<Self>, client: kube::Client, cancel: CancellationToken) {
-        let api: Api<K> = Api::all(client);
-        // No controller reads managedFields: dropped at once, as client-go users' informer transforms do
-        // (a Pod's take several times the rest of it parsed, and every cached copy is cloned). Writes
-        // without them keep the stored ones.
-        let stream = watch_stream(api, self.config.clone())
-            .modify(|o| o.meta_mut().managed_fields = None)
-            .default_backoff();
-        futures_util::pin_mut!(stream);
-        let mut relisted: Option<HashSet<String>> = None;
-        loop {
-            let next = tokio::select! {
-                _ = cancel.cancelled() => return,
-                n = stream.next() => n,
-            };
-            match next {
-                Some(Ok(Event::Init)) => relisted = Some(HashSet::new()),
-                Some(Ok(Event::InitApply(obj))) => {
-                    if let Some(seen) = relisted.as_mut() {
-                        seen.insert(key_of(&obj));
-                    }
-                    self.apply(obj);
+        let target = Target {
+            path: K::url_path(&(), None),
+            label_selector: self.config.label_selector.clone(),
+            field_selector: self.config.field_selector.clone(),
+        };
+        run_raw(self, client, target, cancel).await
+    }
+}
+
+/// An informer as its watch loop sees it: objects arrive as JSON text and only decoding them is per kind.
+/// kube's watcher is generic over the object type, and each kind's copy of it (its state machine, and its
+/// watch events decoded through serde's buffered content) was about a fifth of this crate's compiled code;
+/// [`run_raw`] is compiled once.
+trait RawSink: Send + Sync {
+    /// Decode one object, cache it and tell the handlers; returns its key and resourceVersion.
+    fn apply_json(&self, json: &str) -> Result<(String, Option<String>), serde_json::Error>;
+    /// Decode one deleted object and drop it; returns its resourceVersion.
+    fn delete_json(&self, json: &str) -> Result<Option<String>, serde_json::Error>;
+    /// The cached keys.
+    fn keys(&self) -> Vec<String>;
+    /// Drop one key and tell the handlers.
+    fn remove_key(&self, key: &str);
+    /// Whether the first list has been applied.
+    fn synced(&self) -> bool;
+    /// The first list has been applied.
+    fn set_synced(&self);
+    /// The kind, for logs.
+    fn kind(&self) -> String;
+}
+
+impl<K> RawSink for Informer<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    fn apply_json(&self, json: &str) -> Result<(String, Option<String>), serde_json::Error> {
+        let mut obj: K = serde_json::from_str(json)?;
+        // No controller reads managedFields: dropped at once, as client-go users' informer transforms do (a
+        // Pod's take several times the rest of it parsed, and every cached copy is cloned). Writes without
+        // them keep the stored ones.
+        obj.meta_mut().managed_fields = None;
+        let key = key_of(&obj);
+        let rv = obj.meta().resource_version.clone();
+        self.apply(obj);
+        Ok((key, rv))
+    }
+
+    fn delete_json(&self, json: &str) -> Result<Option<String>, serde_json::Error> {
+        let obj: K = serde_json::from_str(json)?;
+        self.remove(&key_of(&obj));
+        Ok(obj.meta().resource_version.clone())
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.read().keys().cloned().collect()
+    }
+
+    fn remove_key(&self, key: &str) {
+        self.remove(key)
+    }
+
+    fn synced(&self) -> bool {
+        self.has_synced()
+    }
+
+    fn set_synced(&self) {
+        self.synced.send_replace(true);
+    }
+
+    fn kind(&self) -> String {
+        K::kind(&()).into_owned()
+    }
+}
+
+/// What one informer lists and watches.
+struct Target {
+    /// The collection's path (`/api/v1/pods`).
+    path: String,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+}
+
+/// Why a list or a watch ended.
+#[derive(Debug)]
+enum WatchEnd {
+    /// The resourceVersion is too old (410): list again.
+    Gone,
+    /// Anything else: try again after a backoff, from the same resourceVersion.
+    Failed(kube::Error),
+}
+
+impl From<kube::Error> for WatchEnd {
+    fn from(e: kube::Error) -> WatchEnd {
+        match e {
+            kube::Error::Api(s) if s.code == 410 => WatchEnd::Gone,
+            e => WatchEnd::Failed(e),
+        }
+    }
+}
+
+impl From<serde_json::Error> for WatchEnd {
+    fn from(e: serde_json::Error) -> WatchEnd {
+        WatchEnd::Failed(kube::Error::SerdeError(e))
+    }
+}
+
+/// List, then watch from the list's resourceVersion, as client-go's reflector: a watch that ends is
+/// resumed from the last resourceVersion seen (an object's or a bookmark's), a 410 lists again, and any
+/// other failure is retried after kube's default backoff (client-go's: 0.8 s doubling to 30 s).
+async fn run_raw(sink: Arc<dyn RawSink>, client: kube::Client, target: Target, cancel: CancellationToken) {
+    let mut backoff = DefaultBackoff::default();
+    // None: list (first, or after a 410).
+    let mut version: Option<String> = None;
+    loop {
+        let step = async {
+            match &version {
+                None => list(&*sink, &client, &target).await,
+                Some(v) => watch(&*sink, &client, &target, v).await,
+            }
+        };
+        let outcome = tokio::select! {
+            _ = cancel.cancelled() => return,
+            o = step => o,
+        };
+        match outcome {
+            Ok(v) => {
+                version = Some(v);
+                backoff.reset();
+            }
+            Err(WatchEnd::Gone) => version = None,
+            Err(WatchEnd::Failed(e)) => {
+                let listing = version.is_none();
+                // A kind this server does not serve counts as listed (empty), so one missing kind does not
+                // hold every controller's workers back; the list is retried all the same.
+                if listing
+                    && !sink.synced()
+                    && let kube::Error::Api(s) = &e
+                    && s.code == 404
+                {
+                    tracing::warn!(kind = %sink.kind(), "the API server does not serve this kind");
+                    sink.set_synced();
                 }
-                Some(Ok(Event::InitDone)) => {
-                    if let Some(seen) = relisted.take() {
-                        let gone: Vec<String> = self
-                            .read()
-                            .keys()
-                            .filter(|k| !seen.contains(*k))
-                            .cloned()
-                            .collect();
-                        for k in gone {
-                            self.remove(&k);
-                        }
-                    }
-                    self.synced.send_replace(true);
+                if !sink.synced() {
+                    // Every controller's workers wait for every first list: say why this one is late.
+                    tracing::warn!(kind = %sink.kind(), error = %e, "listing failed; retrying")
+                } else {
+                    tracing::debug!(kind = %sink.kind(), error = %e, "watch failed; retrying")
                 }
-                Some(Ok(Event::Apply(obj))) => self.apply(obj),
-                Some(Ok(Event::Delete(obj))) => self.remove(&key_of(&obj)),
-                Some(Err(e)) => {
-                    // A kind this server does not serve counts as listed (empty), so one missing kind does
-                    // not hold every controller's workers back; the list is retried all the same.
-                    if let watcher::Error::InitialListFailed(kube::Error::Api(s)) = &e
-                        && s.code == 404
-                        && !self.has_synced()
-                    {
-                        tracing::warn!(kind = %K::kind(&()), "the API server does not serve this kind");
-                        self.synced.send_replace(true);
-                    }
-                    if !self.has_synced() {
-                        // Every controller's workers wait for every first list: say why this one is late.
-                        tracing::warn!(kind = %K::kind(&()), error = %e, "listing failed; retrying")
-                    } else {
-                        tracing::debug!(kind = %K::kind(&()), error = %e, "watch failed; retrying")
-                    }
+                let delay = backoff.next().unwrap_or(std::time::Duration::from_secs(30));
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(delay) => {}
                 }
-                None => return,
             }
         }
     }
+}
+
+/// One page of a list: its items left as JSON text until the kind decodes them.
+#[derive(serde::Deserialize)]
+struct RawList<'a> {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(borrow, default)]
+    items: Vec<&'a serde_json::value::RawValue>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ListMeta {
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(rename = "continue", default)]
+    continue_token: Option<String>,
+}
+
+/// One watch event, its object left as JSON text.
+#[derive(serde::Deserialize)]
+struct RawEvent<'a> {
+    #[serde(rename = "type")]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    object: &'a serde_json::value::RawValue,
+}
+
+/// What a bookmark's or an error's object says.
+#[derive(serde::Deserialize, Default)]
+struct Small {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default)]
+    code: u16,
+    #[serde(default)]
+    message: String,
+}
+
+/// Lists every object (pages of 500) into the cache; objects cached but no longer listed are deleted, as
+/// client-go's `Replace`. Returns the list's resourceVersion.
+async fn list(sink: &dyn RawSink, client: &kube::Client, target: &Target) -> Result<String, WatchEnd> {
+    let mut seen = HashSet::new();
+    let mut continue_token: Option<String> = None;
+    loop {
+        let params = ListParams {
+            label_selector: target.label_selector.clone(),
+            field_selector: target.field_selector.clone(),
+            limit: Some(500),
+            continue_token: continue_token.take(),
+            ..ListParams::default()
+        };
+        let request = kube::core::Request::new(&target.path)
+            .list(&params)
+            .map_err(|e| WatchEnd::Failed(kube::Error::BuildRequest(e)))?;
+        let text = client.request_text(request).await?;
+        let page: RawList<'_> = serde_json::from_str(&text)?;
+        for item in page.items {
+            seen.insert(sink.apply_json(item.get())?.0);
+        }
+        match page.metadata.continue_token.filter(|c| !c.is_empty()) {
+            Some(c) => continue_token = Some(c),
+            None => {
+                for key in sink.keys().into_iter().filter(|k| !seen.contains(k)) {
+                    sink.remove_key(&key);
+                }
+                sink.set_synced();
+                return Ok(page.metadata.resource_version.unwrap_or_default());
+            }
+        }
+    }
+}
+
+/// Watches from `version` until the server ends the watch (its timeout, or a dropped connection); returns
+/// the last resourceVersion seen.
+async fn watch(
+    sink: &dyn RawSink,
+    client: &kube::Client,
+    target: &Target,
+    version: &str,
+) -> Result<String, WatchEnd> {
+    let params = WatchParams {
+        label_selector: target.label_selector.clone(),
+        field_selector: target.field_selector.clone(),
+        timeout: Some(290),
+        bookmarks: true,
+        send_initial_events: false,
+    };
+    let mut request = kube::core::Request::new(&target.path)
+        .watch(&params, version)
+        .map_err(|e| WatchEnd::Failed(kube::Error::BuildRequest(e)))?;
+    request.headers_mut().insert(
+        http::header::ACCEPT_ENCODING,
+        http::HeaderValue::from_static("identity"),
+    );
+    let body = client.request_stream(request).await?;
+    let mut lines = body.lines();
+    let mut last = version.to_string();
+    // A read error ends the watch like the server's timeout does: it is resumed from `last`.
+    while let Some(Ok(line)) = lines.next().await {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let event: RawEvent<'_> = serde_json::from_str(&line)?;
+        let json = event.object.get();
+        let version = match event.kind.as_ref() {
+            "ADDED" | "MODIFIED" => sink.apply_json(json)?.1,
+            "DELETED" => sink.delete_json(json)?,
+            "BOOKMARK" => serde_json::from_str::<Small>(json)?.metadata.resource_version,
+            "ERROR" => {
+                let status: Small = serde_json::from_str(json)?;
+                return Err(if status.code == 410 {
+                    WatchEnd::Gone
+                } else {
+                    WatchEnd::Failed(kube::Error::Service(
+                        format!("watch error {}: {}", status.code, status.message).into(),
+                    ))
+                });
+            }
+            _ => None,
+        };
+        if let Some(v) = version.filter(|v| !v.is_empty()) {
+            last = v;
+        }
+    }
+    Ok(last)
 }
 
 /// Informers by the kind they cache and a tag telling filtered ones apart.
@@ -347,5 +571,157 @@ impl Informers {
             .map(|w| w())
             .collect();
         futures_util::future::join_all(futures).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use http_body_util::{Full, StreamBody};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use std::convert::Infallible;
+    use std::time::Duration;
+
+    type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+    fn cm(name: &str, rv: &str) -> serde_json::Value {
+        serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}})
+    }
+
+    fn list(items: &[serde_json::Value], rv: &str) -> String {
+        serde_json::json!({"kind": "ConfigMapList", "apiVersion": "v1",
+            "metadata": {"resourceVersion": rv}, "items": items})
+        .to_string()
+    }
+
+    fn event(kind: &str, object: serde_json::Value) -> String {
+        format!("{}\n", serde_json::json!({"type": kind, "object": object}))
+    }
+
+    /// A fake API server answering each request with the next scripted body (the last one stays open), and
+    /// recording each request's path and query.
+    fn fake(script: Vec<String>) -> (kube::Client, Arc<Mutex<Vec<String>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let script = Arc::new(Mutex::new(std::collections::VecDeque::from(script)));
+        let log = seen.clone();
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            log.lock().unwrap().push(req.uri().to_string());
+            let next = script.lock().unwrap().pop_front();
+            async move {
+                let body: Body = match next {
+                    Some(text) => http_body_util::BodyExt::boxed(Full::new(Bytes::from(text))),
+                    // Out of script: a watch that never sends anything.
+                    None => http_body_util::BodyExt::boxed(StreamBody::new(futures_util::stream::pending::<
+                        Result<http_body::Frame<Bytes>, Infallible>,
+                    >())),
+                };
+                Ok::<_, Infallible>(http::Response::new(body))
+            }
+        });
+        (kube::Client::new(service, "default"), seen)
+    }
+
+    #[tokio::test]
+    async fn lists_watches_resumes_from_the_last_version_and_relists_after_410() {
+        let script = vec![
+            list(&[cm("a", "9"), cm("b", "10")], "10"),
+            // The first watch: a change, a bookmark, then the server ends it.
+            event("MODIFIED", cm("a", "11"))
+                + &event(
+                    "BOOKMARK",
+                    serde_json::json!({"kind": "ConfigMap", "metadata": {"resourceVersion": "12"}}),
+                ),
+            // Resumed from the bookmark: too old.
+            event(
+                "ERROR",
+                serde_json::json!({"kind": "Status", "code": 410, "message": "too old"}),
+            ),
+            // The relist no longer has b: deleted from the cache. A delete tells the last state cached.
+            list(&[cm("a", "11")], "20"),
+            event("DELETED", cm("a", "21")),
+        ];
+        let (client, seen) = fake(script);
+        let informers = Informers::new();
+        let informer = informers.get::<ConfigMap>();
+        let changes = Arc::new(Mutex::new(Vec::new()));
+        let log = changes.clone();
+        informer.on_change(move |c| {
+            let o = c.object();
+            let what = match c {
+                Change::Added(_) => "added",
+                Change::Updated { .. } => "updated",
+                Change::Deleted(_) => "deleted",
+            };
+            log.lock().unwrap().push(format!(
+                "{what} {} {}",
+                o.metadata.name.as_deref().unwrap_or(""),
+                o.metadata.resource_version.as_deref().unwrap_or("")
+            ));
+        });
+        let cancel = CancellationToken::new();
+        informers.start(&client, &cancel);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while changes.lock().unwrap().len() < 5 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "changes so far: {changes:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        cancel.cancel();
+        assert_eq!(
+            *changes.lock().unwrap(),
+            [
+                "added a 9",
+                "added b 10",
+                "updated a 11",
+                "deleted b 10",
+                "deleted a 11"
+            ]
+        );
+        assert!(informer.is_empty());
+        assert!(informer.has_synced());
+        let seen = seen.lock().unwrap().clone();
+        let queries: Vec<&str> = seen
+            .iter()
+            .map(|u| u.split_once('?').map_or("", |(_, q)| q.trim_start_matches('&')))
+            .collect();
+        assert_eq!(seen[0].split('?').next(), Some("/api/v1/configmaps"));
+        assert_eq!(queries[0], "limit=500");
+        assert!(
+            queries[1].contains("watch=true") && queries[1].contains("resourceVersion=10"),
+            "{seen:?}"
+        );
+        assert!(queries[1].contains("allowWatchBookmarks=true"), "{seen:?}");
+        assert!(
+            queries[2].contains("resourceVersion=12"),
+            "resumed from the bookmark: {seen:?}"
+        );
+        assert_eq!(queries[3], "limit=500", "listed again after the 410: {seen:?}");
+        assert!(queries[4].contains("resourceVersion=20"), "{seen:?}");
+    }
+
+    #[tokio::test]
+    async fn a_list_page_continues_and_a_field_selector_is_sent() {
+        let first = serde_json::json!({"kind": "ConfigMapList", "apiVersion": "v1",
+            "metadata": {"resourceVersion": "5", "continue": "next-page"}, "items": [cm("a", "4")]})
+        .to_string();
+        let (client, seen) = fake(vec![first, list(&[cm("b", "5")], "5")]);
+        let informers = Informers::new();
+        let informer =
+            informers.filtered::<ConfigMap>("one", watcher::Config::default().fields("metadata.name=a"));
+        informer.want();
+        let cancel = CancellationToken::new();
+        informers.start(&client, &cancel);
+        tokio::time::timeout(Duration::from_secs(10), informers.wait_synced())
+            .await
+            .expect("synced");
+        cancel.cancel();
+        assert_eq!(informer.len(), 2);
+        let seen = seen.lock().unwrap().clone();
+        assert!(seen[0].contains("fieldSelector=metadata.name%3Da"), "{seen:?}");
+        assert!(seen[1].contains("continue=next-page"), "{seen:?}");
     }
 }
