@@ -297,29 +297,37 @@ impl From<serde_json::Error> for WatchEnd {
     }
 }
 
-/// List, then watch from the list's resourceVersion, as client-go's reflector: a watch that ends is
-/// resumed from the last resourceVersion seen (an object's or a bookmark's), a 410 lists again, and any
-/// other failure is retried after kube's default backoff (client-go's: 0.8 s doubling to 30 s).
+/// List, then watch from the list's resourceVersion, as client-go's reflector: a watch that ends (its
+/// timeout, a dropped connection, nothing read for 295 s) is resumed from the last resourceVersion seen (an
+/// object's or a bookmark's, also after a failure), a 410 lists again, and a failure, a 410 or a watch that
+/// ended at once with nothing in it waits kube's default backoff (client-go's: 0.8 s doubling to 30 s, with
+/// jitter) first, so a server that keeps refusing is never asked in a loop.
 async fn run_raw(sink: Arc<dyn RawSink>, client: kube::Client, target: Target, cancel: CancellationToken) {
     let mut backoff = DefaultBackoff::default();
     // None: list (first, or after a 410).
     let mut version: Option<String> = None;
     loop {
-        let step = async {
-            match &version {
-                None => list(&*sink, &client, &target).await,
-                Some(v) => watch(&*sink, &client, &target, v).await,
+        let outcome = if let Some(v) = version.as_mut() {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                o = watch(&*sink, &client, &target, v) => o,
             }
-        };
-        let outcome = tokio::select! {
-            _ = cancel.cancelled() => return,
-            o = step => o,
+        } else {
+            let listed = tokio::select! {
+                _ = cancel.cancelled() => return,
+                o = list(&*sink, &client, &target) => o,
+            };
+            listed.map(|v| {
+                version = Some(v);
+                Progress::Some
+            })
         };
         match outcome {
-            Ok(v) => {
-                version = Some(v);
+            Ok(Progress::Some) => {
                 backoff.reset();
+                continue;
             }
+            Ok(Progress::None) => {}
             Err(WatchEnd::Gone) => version = None,
             Err(WatchEnd::Failed(e)) => {
                 let listing = version.is_none();
@@ -339,14 +347,21 @@ async fn run_raw(sink: Arc<dyn RawSink>, client: kube::Client, target: Target, c
                 } else {
                     tracing::debug!(kind = %sink.kind(), error = %e, "watch failed; retrying")
                 }
-                let delay = backoff.next().unwrap_or(std::time::Duration::from_secs(30));
-                tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = tokio::time::sleep(delay) => {}
-                }
             }
         }
+        let delay = backoff.next().unwrap_or(std::time::Duration::from_secs(30));
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
     }
+}
+
+/// Whether a list or a watch got anywhere: a watch that ended at once with nothing in it did not, and the
+/// next one waits for the backoff (client-go's "very short watch").
+enum Progress {
+    Some,
+    None,
 }
 
 /// One page of a list: its items left as JSON text until the kind decodes them.
@@ -363,6 +378,10 @@ struct RawList<'a> {
 struct ListMeta {
     #[serde(default)]
     resource_version: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
     #[serde(rename = "continue", default)]
     continue_token: Option<String>,
 }
@@ -406,7 +425,13 @@ async fn list(sink: &dyn RawSink, client: &kube::Client, target: &Target) -> Res
         let text = client.request_text(request).await?;
         let page: RawList<'_> = serde_json::from_str(&text)?;
         for item in page.items {
-            seen.insert(sink.apply_json(item.get())?.0);
+            match sink.apply_json(item.get()) {
+                Ok((key, _)) => {
+                    seen.insert(key);
+                }
+                // One object this kind cannot hold must not stop the rest (kube's watcher skipped it too).
+                Err(e) => skip(sink, item.get(), &e),
+            }
         }
         match page.metadata.continue_token.filter(|c| !c.is_empty()) {
             Some(c) => continue_token = Some(c),
@@ -421,14 +446,25 @@ async fn list(sink: &dyn RawSink, client: &kube::Client, target: &Target) -> Res
     }
 }
 
-/// Watches from `version` until the server ends the watch (its timeout, or a dropped connection); returns
-/// the last resourceVersion seen.
+/// An object that does not decode as its kind: logged and left out. A list or a watch goes on without it.
+fn skip(sink: &dyn RawSink, json: &str, e: &serde_json::Error) {
+    let meta = serde_json::from_str::<Small>(json).unwrap_or_default().metadata;
+    tracing::warn!(kind = %sink.kind(), name = ?meta.name, namespace = ?meta.namespace, error = %e,
+        "an object that does not decode as its kind is left out of the cache");
+}
+
+/// How long a watch may stay silent before it is taken as dead and resumed: the server's timeout (290 s)
+/// plus 5 s, as kube's watcher. The API server also sends an empty line every 3 s while idle.
+const WATCH_SILENCE: std::time::Duration = std::time::Duration::from_secs(295);
+
+/// Watches from `version` until the server ends the watch (its timeout, or a dropped connection), keeping
+/// `version` at the last resourceVersion seen, so a failure resumes from there too.
 async fn watch(
     sink: &dyn RawSink,
     client: &kube::Client,
     target: &Target,
-    version: &str,
-) -> Result<String, WatchEnd> {
+    version: &mut String,
+) -> Result<Progress, WatchEnd> {
     let params = WatchParams {
         label_selector: target.label_selector.clone(),
         field_selector: target.field_selector.clone(),
@@ -443,22 +479,52 @@ async fn watch(
         http::header::ACCEPT_ENCODING,
         http::HeaderValue::from_static("identity"),
     );
+    let started = tokio::time::Instant::now();
     let body = client.request_stream(request).await?;
     let mut lines = body.lines();
-    let mut last = version.to_string();
-    // A read error ends the watch like the server's timeout does: it is resumed from `last`.
-    while let Some(Ok(line)) = lines.next().await {
+    let mut progress = Progress::None;
+    loop {
+        let line = match tokio::time::timeout(WATCH_SILENCE, lines.next()).await {
+            // Silent too long: taken as a dead connection, resumed.
+            Err(_) | Ok(None) => break,
+            Ok(Some(Ok(line))) => line,
+            Ok(Some(Err(e))) => return Err(WatchEnd::Failed(kube::Error::ReadEvents(e))),
+        };
         if line.trim().is_empty() {
             continue;
         }
-        let event: RawEvent<'_> = serde_json::from_str(&line)?;
+        // A line that is not an event (a torn last line when the connection drops) is skipped, as kube
+        // does; the watch is resumed from the last version seen.
+        let event: RawEvent<'_> = match serde_json::from_str(&line) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::debug!(kind = %sink.kind(), error = %e, "a watch line that is not an event");
+                continue;
+            }
+        };
         let json = event.object.get();
-        let version = match event.kind.as_ref() {
-            "ADDED" | "MODIFIED" => sink.apply_json(json)?.1,
-            "DELETED" => sink.delete_json(json)?,
-            "BOOKMARK" => serde_json::from_str::<Small>(json)?.metadata.resource_version,
+        let seen = match event.kind.as_ref() {
+            "ADDED" | "MODIFIED" | "DELETED" => {
+                let decoded = if event.kind == "DELETED" {
+                    sink.delete_json(json)
+                } else {
+                    sink.apply_json(json).map(|(_, v)| v)
+                };
+                match decoded {
+                    Ok(v) => v,
+                    Err(e) => {
+                        skip(sink, json, &e);
+                        serde_json::from_str::<Small>(json)
+                            .ok()
+                            .and_then(|o| o.metadata.resource_version)
+                    }
+                }
+            }
+            "BOOKMARK" => serde_json::from_str::<Small>(json)
+                .ok()
+                .and_then(|o| o.metadata.resource_version),
             "ERROR" => {
-                let status: Small = serde_json::from_str(json)?;
+                let status: Small = serde_json::from_str(json).unwrap_or_default();
                 return Err(if status.code == 410 {
                     WatchEnd::Gone
                 } else {
@@ -469,11 +535,16 @@ async fn watch(
             }
             _ => None,
         };
-        if let Some(v) = version.filter(|v| !v.is_empty()) {
-            last = v;
+        progress = Progress::Some;
+        if let Some(v) = seen.filter(|v| !v.is_empty()) {
+            *version = v;
         }
     }
-    Ok(last)
+    // A watch that ran its course without events (the server's timeout) got somewhere all the same.
+    if started.elapsed() >= std::time::Duration::from_secs(1) {
+        progress = Progress::Some;
+    }
+    Ok(progress)
 }
 
 /// Informers by the kind they cache and a tag telling filtered ones apart.
@@ -603,6 +674,11 @@ mod tests {
     /// A fake API server answering each request with the next scripted body (the last one stays open), and
     /// recording each request's path and query.
     fn fake(script: Vec<String>) -> (kube::Client, Arc<Mutex<Vec<String>>>) {
+        fake_with_status(script.into_iter().map(|b| (200, b)).collect())
+    }
+
+    /// [`fake`] with a status code for each answer.
+    fn fake_with_status(script: Vec<(u16, String)>) -> (kube::Client, Arc<Mutex<Vec<String>>>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let script = Arc::new(Mutex::new(std::collections::VecDeque::from(script)));
         let log = seen.clone();
@@ -610,17 +686,135 @@ mod tests {
             log.lock().unwrap().push(req.uri().to_string());
             let next = script.lock().unwrap().pop_front();
             async move {
+                let status = next.as_ref().map_or(200, |(s, _)| *s);
                 let body: Body = match next {
-                    Some(text) => http_body_util::BodyExt::boxed(Full::new(Bytes::from(text))),
+                    Some((_, text)) => http_body_util::BodyExt::boxed(Full::new(Bytes::from(text))),
                     // Out of script: a watch that never sends anything.
                     None => http_body_util::BodyExt::boxed(StreamBody::new(futures_util::stream::pending::<
                         Result<http_body::Frame<Bytes>, Infallible>,
                     >())),
                 };
-                Ok::<_, Infallible>(http::Response::new(body))
+                let mut response = http::Response::new(body);
+                *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
+                Ok::<_, Infallible>(response)
             }
         });
         (kube::Client::new(service, "default"), seen)
+    }
+
+    /// The value of one query parameter of a recorded request.
+    fn param(uri: &str, name: &str) -> Option<String> {
+        let query = uri.split_once('?')?.1;
+        form_urlencoded::parse(query.as_bytes())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+    }
+
+    /// Records each change as "what name resourceVersion".
+    fn record(informer: &Informer<ConfigMap>) -> Arc<Mutex<Vec<String>>> {
+        let changes = Arc::new(Mutex::new(Vec::new()));
+        let log = changes.clone();
+        informer.on_change(move |c| {
+            let o = c.object();
+            let what = match c {
+                Change::Added(_) => "added",
+                Change::Updated { .. } => "updated",
+                Change::Deleted(_) => "deleted",
+            };
+            log.lock().unwrap().push(format!(
+                "{what} {} {}",
+                o.metadata.name.as_deref().unwrap_or(""),
+                o.metadata.resource_version.as_deref().unwrap_or("")
+            ));
+        });
+        changes
+    }
+
+    async fn wait_for(changes: &Arc<Mutex<Vec<String>>>, n: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while changes.lock().unwrap().len() < n {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "changes so far: {changes:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_watch_resumes_from_the_last_object_seen_and_bad_objects_are_left_out() {
+        let bad = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "bad", "namespace": "ns", "resourceVersion": "12"}, "data": 5});
+        let script = vec![
+            (200, list(&[cm("a", "9")], "10")),
+            // A change, an object that is no ConfigMap (left out), another change, then a failure.
+            (
+                200,
+                event("MODIFIED", cm("a", "11"))
+                    + &event("ADDED", bad)
+                    + &event("ADDED", cm("c", "13"))
+                    + &event(
+                        "ERROR",
+                        serde_json::json!({"kind": "Status", "code": 500, "message": "boom"}),
+                    ),
+            ),
+            // Resumed from 13; a delete, then a torn last line (skipped) as the connection drops.
+            (200, event("DELETED", cm("c", "14")) + "{\"type\":\"ADDED\",\"obj"),
+            // Resumed from 14: too old, as an HTTP status this time.
+            (
+                410,
+                serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "code": 410, "reason": "Expired", "message": "too old"})
+                .to_string(),
+            ),
+            (200, list(&[cm("a", "11"), cm("d", "20")], "20")),
+        ];
+        let (client, seen) = fake_with_status(script);
+        let informers = Informers::new();
+        let informer = informers.get::<ConfigMap>();
+        let changes = record(&informer);
+        let cancel = CancellationToken::new();
+        informers.start(&client, &cancel);
+        wait_for(&changes, 5).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while seen.lock().unwrap().len() < 6 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "requests so far: {seen:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        cancel.cancel();
+        assert_eq!(
+            *changes.lock().unwrap(),
+            [
+                "added a 9",
+                "updated a 11",
+                "added c 13",
+                "deleted c 13",
+                "added d 20"
+            ]
+        );
+        let seen = seen.lock().unwrap().clone();
+        let version = |i: usize| param(&seen[i], "resourceVersion");
+        assert_eq!(param(&seen[1], "watch").as_deref(), Some("true"));
+        assert_eq!(version(1).as_deref(), Some("10"));
+        assert_eq!(
+            version(2).as_deref(),
+            Some("13"),
+            "resumed after the failure: {seen:?}"
+        );
+        assert_eq!(
+            version(3).as_deref(),
+            Some("14"),
+            "resumed after the torn line: {seen:?}"
+        );
+        assert_eq!(
+            param(&seen[4], "watch"),
+            None,
+            "listed again after the 410: {seen:?}"
+        );
+        assert_eq!(version(5).as_deref(), Some("20"), "{seen:?}");
     }
 
     #[tokio::test]
@@ -645,31 +839,10 @@ mod tests {
         let (client, seen) = fake(script);
         let informers = Informers::new();
         let informer = informers.get::<ConfigMap>();
-        let changes = Arc::new(Mutex::new(Vec::new()));
-        let log = changes.clone();
-        informer.on_change(move |c| {
-            let o = c.object();
-            let what = match c {
-                Change::Added(_) => "added",
-                Change::Updated { .. } => "updated",
-                Change::Deleted(_) => "deleted",
-            };
-            log.lock().unwrap().push(format!(
-                "{what} {} {}",
-                o.metadata.name.as_deref().unwrap_or(""),
-                o.metadata.resource_version.as_deref().unwrap_or("")
-            ));
-        });
+        let changes = record(&informer);
         let cancel = CancellationToken::new();
         informers.start(&client, &cancel);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while changes.lock().unwrap().len() < 5 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "changes so far: {changes:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        wait_for(&changes, 5).await;
         cancel.cancel();
         assert_eq!(
             *changes.lock().unwrap(),
@@ -682,25 +855,25 @@ mod tests {
             ]
         );
         assert!(informer.is_empty());
-        assert!(informer.has_synced());
         let seen = seen.lock().unwrap().clone();
-        let queries: Vec<&str> = seen
-            .iter()
-            .map(|u| u.split_once('?').map_or("", |(_, q)| q.trim_start_matches('&')))
-            .collect();
+        let version = |i: usize| param(&seen[i], "resourceVersion");
         assert_eq!(seen[0].split('?').next(), Some("/api/v1/configmaps"));
-        assert_eq!(queries[0], "limit=500");
-        assert!(
-            queries[1].contains("watch=true") && queries[1].contains("resourceVersion=10"),
-            "{seen:?}"
-        );
-        assert!(queries[1].contains("allowWatchBookmarks=true"), "{seen:?}");
-        assert!(
-            queries[2].contains("resourceVersion=12"),
+        assert_eq!(param(&seen[0], "limit").as_deref(), Some("500"));
+        assert_eq!(param(&seen[0], "watch"), None);
+        assert_eq!(param(&seen[1], "watch").as_deref(), Some("true"));
+        assert_eq!(param(&seen[1], "allowWatchBookmarks").as_deref(), Some("true"));
+        assert_eq!(version(1).as_deref(), Some("10"));
+        assert_eq!(
+            version(2).as_deref(),
+            Some("12"),
             "resumed from the bookmark: {seen:?}"
         );
-        assert_eq!(queries[3], "limit=500", "listed again after the 410: {seen:?}");
-        assert!(queries[4].contains("resourceVersion=20"), "{seen:?}");
+        assert_eq!(
+            param(&seen[3], "watch"),
+            None,
+            "listed again after the 410: {seen:?}"
+        );
+        assert_eq!(version(4).as_deref(), Some("20"), "{seen:?}");
     }
 
     #[tokio::test]
@@ -721,7 +894,18 @@ mod tests {
         cancel.cancel();
         assert_eq!(informer.len(), 2);
         let seen = seen.lock().unwrap().clone();
-        assert!(seen[0].contains("fieldSelector=metadata.name%3Da"), "{seen:?}");
-        assert!(seen[1].contains("continue=next-page"), "{seen:?}");
+        assert_eq!(
+            param(&seen[0], "fieldSelector").as_deref(),
+            Some("metadata.name=a")
+        );
+        assert_eq!(
+            param(&seen[1], "continue").as_deref(),
+            Some("next-page"),
+            "{seen:?}"
+        );
+        assert_eq!(
+            param(&seen[1], "fieldSelector").as_deref(),
+            Some("metadata.name=a")
+        );
     }
 }
