@@ -103,14 +103,14 @@ impl Evictor {
             if node_name.is_empty() {
                 continue;
             }
-            let taints = tainted.get(node_name).cloned().unwrap_or_default();
+            let taints: &[Taint] = tainted.get(node_name).map_or(&[], Vec::as_slice);
             let tolerations = pod
                 .spec
                 .as_ref()
                 .and_then(|s| s.tolerations.clone())
                 .unwrap_or_default();
             let uid = pod.metadata.uid.clone().unwrap_or_default();
-            match eviction(&tolerations, &taints) {
+            match eviction(&tolerations, taints) {
                 Eviction::Never => {
                     if self.scheduled.contains_key(&uid) {
                         let msg = format!(
