@@ -333,8 +333,8 @@ pub async fn remove(docker: &Docker, cluster_id: &str) {
     let _ = docker.remove_network(&network_name(cluster_id)).await;
 }
 
-/// Removes the networks (and gateway containers) of clusters whose data dir no longer holds a cluster id:
-/// their data is gone, so nothing will use them again. A network that still has containers stays.
+/// Removes the networks (and gateway containers) of clusters whose data dir no longer holds their cluster
+/// id: their data is gone, so nothing will use them again. A network that still has containers stays.
 pub async fn remove_orphans(docker: &Docker) {
     let filters = HashMap::from([("label", vec![LABEL_DATA_DIR])]);
     let options = ListNetworksOptionsBuilder::new().filters(&filters).build();
@@ -351,7 +351,13 @@ pub async fn remove_orphans(docker: &Docker) {
         ) else {
             continue;
         };
-        if Path::new(dir).join("cluster-id").exists() {
+        let recorded = match std::fs::read_to_string(Path::new(dir).join("cluster-id")) {
+            Ok(s) => Some(s),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            // Unreadable is not gone.
+            Err(_) => continue,
+        };
+        if !orphaned(recorded.as_deref(), id) {
             continue;
         }
         let options = RemoveContainerOptionsBuilder::new().force(true).build();
@@ -364,9 +370,35 @@ pub async fn remove_orphans(docker: &Docker) {
     }
 }
 
+/// Whether a network of cluster `network_cluster` is an orphan, given what its data dir's `cluster-id` holds
+/// (`None`: no such file). The dir may be gone, or deleted and made again at the same path by another
+/// cluster. An empty id or a prefix of this one is a file being written (a starting agent rewrites it), not
+/// another cluster.
+fn orphaned(recorded: Option<&str>, network_cluster: &str) -> bool {
+    match recorded.map(str::trim) {
+        None => true,
+        Some(id) => !id.is_empty() && !network_cluster.starts_with(id),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_network_is_an_orphan_when_its_data_dir_holds_no_id_or_another_clusters() {
+        let cases = [
+            (None, true),
+            (Some("aaaa000011112222"), false),
+            (Some("aaaa000011112222\n"), false),
+            (Some("bbbb000011112222"), true),
+            (Some(""), false),
+            (Some("aaaa00"), false),
+        ];
+        for (recorded, want) in cases {
+            assert_eq!(orphaned(recorded, "aaaa000011112222"), want, "{recorded:?}");
+        }
+    }
 
     fn net(s: &str) -> (Ipv4Addr, u8) {
         parse_cidr(s).unwrap()
