@@ -730,15 +730,32 @@ mod tests {
         changes
     }
 
-    async fn wait_for(changes: &Arc<Mutex<Vec<String>>>, n: usize) {
+    /// Waits (10 s at most) until `lines` (changes recorded, or requests seen) holds `n`.
+    async fn wait_for(lines: &Arc<Mutex<Vec<String>>>, n: usize) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while changes.lock().unwrap().len() < n {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "changes so far: {changes:?}"
-            );
+        while lines.lock().unwrap().len() < n {
+            assert!(tokio::time::Instant::now() < deadline, "so far: {lines:?}");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+
+    /// A ConfigMap informer run against `client` until it has recorded `n` changes; the informer, its
+    /// changes, and the token that stops it.
+    async fn run_until_changes(
+        client: &kube::Client,
+        n: usize,
+    ) -> (
+        Arc<Informer<ConfigMap>>,
+        Arc<Mutex<Vec<String>>>,
+        CancellationToken,
+    ) {
+        let informers = Informers::new();
+        let informer = informers.get::<ConfigMap>();
+        let changes = record(&informer);
+        let cancel = CancellationToken::new();
+        informers.start(client, &cancel);
+        wait_for(&changes, n).await;
+        (informer, changes, cancel)
     }
 
     #[tokio::test]
@@ -770,20 +787,8 @@ mod tests {
             (200, list(&[cm("a", "11"), cm("d", "20")], "20")),
         ];
         let (client, seen) = fake_with_status(script);
-        let informers = Informers::new();
-        let informer = informers.get::<ConfigMap>();
-        let changes = record(&informer);
-        let cancel = CancellationToken::new();
-        informers.start(&client, &cancel);
-        wait_for(&changes, 5).await;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while seen.lock().unwrap().len() < 6 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "requests so far: {seen:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let (_informer, changes, cancel) = run_until_changes(&client, 5).await;
+        wait_for(&seen, 6).await;
         cancel.cancel();
         assert_eq!(
             *changes.lock().unwrap(),
@@ -837,12 +842,7 @@ mod tests {
             event("DELETED", cm("a", "21")),
         ];
         let (client, seen) = fake(script);
-        let informers = Informers::new();
-        let informer = informers.get::<ConfigMap>();
-        let changes = record(&informer);
-        let cancel = CancellationToken::new();
-        informers.start(&client, &cancel);
-        wait_for(&changes, 5).await;
+        let (informer, changes, cancel) = run_until_changes(&client, 5).await;
         cancel.cancel();
         assert_eq!(
             *changes.lock().unwrap(),
