@@ -239,6 +239,8 @@ impl ApiServer {
         storage: Storage,
         tls: TlsMaterial,
     ) -> Result<ApiServer, StartError> {
+        // The table of schemas every write walks: compiled on the other core while this one starts.
+        drop(tokio::task::spawn_blocking(registry::resources::canonical::warm));
         let registry =
             Registry::new(storage.clone()).with_service_account_admission(config.service_account_admission);
         let signer = serviceaccount::Signer::load_or_create(&config.data_dir.join("pki"))?;

@@ -329,7 +329,9 @@ fn intern(
         has_status,
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
-        canonical: custom_canonical,
+        canonical: resources::Canonical::Function(custom_canonical),
+        #[cfg(test)]
+        typed: custom_canonical,
         only_verbs: None,
         alias: None,
     }));

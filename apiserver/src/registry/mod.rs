@@ -381,7 +381,7 @@ impl Registry {
                 info.kind
             )));
         }
-        let mut value = (info.canonical)(&body).map_err(|e| {
+        let mut value = info.canonical_form(&body).map_err(|e| {
             ApiError::bad_request(format!(
                 "{} in version {:?} cannot be handled as a {}: {e}",
                 info.kind, info.version, info.kind

@@ -24,6 +24,8 @@ use crate::registry::{ResourceInfo, resources};
 
 mod schemas;
 
+pub(crate) use schemas::components_json;
+
 /// Upstream's patch metadata (`patchStrategy`/`patchMergeKey` struct tags) for the lists of the served
 /// kinds, which k8s-openapi's schemas lack: one `schema property strategy [merge-key]` a line. Without a
 /// merge key kubectl's v3 strategic-merge path would replace `containers` wholesale instead of merging

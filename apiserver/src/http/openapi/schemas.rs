@@ -23,6 +23,12 @@ pub(super) const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.De
 
 const DATA: &str = include_str!("components.json");
 
+/// The file itself: the registry walks these schemas for the canonical form of an object
+/// (registry/resources/canonical.rs).
+pub(crate) fn components_json() -> &'static str {
+    DATA
+}
+
 #[derive(Deserialize)]
 struct Components {
     /// `group/version/Kind` (`/v1/Pod` for core) -> component name.

@@ -8,9 +8,13 @@ use k8s_openapi::api::{
     networking::v1 as networking, node::v1 as node,
 };
 use k8s_openapi::api::{
-    apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, core::v1 as core,
-    discovery::v1 as discovery, policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling,
+    core::v1 as core, policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling,
     storage::v1 as storage,
+};
+// Kinds written out in full below name their type only for the test of the schema walk.
+#[cfg(test)]
+use k8s_openapi::api::{
+    apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord, discovery::v1 as discovery,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
@@ -79,7 +83,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<core::Pod>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<core::Pod>,
         alias: None,
     },
     ResourceInfo {
@@ -96,7 +102,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<core::Node>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<core::Node>,
         alias: None,
     },
     ResourceInfo {
@@ -121,7 +129,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Label,
         only_verbs: None,
-        canonical: canonical::<core::Namespace>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<core::Namespace>,
         alias: None,
     },
     ResourceInfo {
@@ -138,7 +148,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<core::Event>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<core::Event>,
         alias: None,
     },
     ResourceInfo {
@@ -155,7 +167,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<core::ConfigMap>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<core::ConfigMap>,
         alias: None,
     },
     ResourceInfo {
@@ -172,7 +186,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<core::Secret>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<core::Secret>,
         alias: None,
     },
     ResourceInfo {
@@ -189,7 +205,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Label,
         only_verbs: None,
-        canonical: canonical::<core::Service>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<core::Service>,
         alias: None,
     },
     ResourceInfo {
@@ -206,7 +224,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<core::Endpoints>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<core::Endpoints>,
         alias: None,
     },
     ResourceInfo {
@@ -229,7 +249,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<core::ServiceAccount>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<core::ServiceAccount>,
         alias: None,
     },
     ResourceInfo {
@@ -246,7 +268,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<core::PersistentVolumeClaim>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<core::PersistentVolumeClaim>,
         alias: None,
     },
     ResourceInfo {
@@ -263,7 +287,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<core::PersistentVolume>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<core::PersistentVolume>,
         alias: None,
     },
     ResourceInfo {
@@ -280,7 +306,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<coord::Lease>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<coord::Lease>,
         alias: None,
     },
     ResourceInfo {
@@ -297,7 +325,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<k8s_openapi::api::events::v1::Event>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<k8s_openapi::api::events::v1::Event>,
         alias: Some(&crate::registry::events::EVENTS_V1),
     },
     ResourceInfo {
@@ -314,7 +344,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<apps::Deployment>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<apps::Deployment>,
         alias: None,
     },
     ResourceInfo {
@@ -331,7 +363,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<apps::ReplicaSet>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<apps::ReplicaSet>,
         alias: None,
     },
     ResourceInfo {
@@ -348,7 +382,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<apps::StatefulSet>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<apps::StatefulSet>,
         alias: None,
     },
     ResourceInfo {
@@ -365,7 +401,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<apps::DaemonSet>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<apps::DaemonSet>,
         alias: None,
     },
     ResourceInfo {
@@ -382,7 +420,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<apps::ControllerRevision>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<apps::ControllerRevision>,
         alias: None,
     },
     ResourceInfo {
@@ -399,7 +439,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<batch::Job>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<batch::Job>,
         alias: None,
     },
     ResourceInfo {
@@ -416,7 +458,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: true,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<batch::CronJob>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<batch::CronJob>,
         alias: None,
     },
     ResourceInfo {
@@ -433,7 +477,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<discovery::EndpointSlice>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<discovery::EndpointSlice>,
         alias: None,
     },
     ResourceInfo {
@@ -450,7 +496,9 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
         only_verbs: None,
-        canonical: canonical::<storage::StorageClass>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<storage::StorageClass>,
         alias: None,
     },
     // ---- every other built-in kind of v1.33 (GA groups), from its k8s-openapi type ----
@@ -530,7 +578,8 @@ pub(super) static BUILTIN: &[ResourceInfo] = &[
         .categories(&["api-extensions"])
         .subresources(&[status("CustomResourceDefinition")])
         .status_split()
-        .generation(),
+        .generation()
+        .typed_round_trip(canonical::<apiextensions::CustomResourceDefinition>),
     // ---- rbac.authorization.k8s.io/v1 (names are path segments, as upstream) ----
     kind::<rbac::Role>("role").names(NameRule::PathSegment),
     kind::<rbac::RoleBinding>("rolebinding").names(NameRule::PathSegment),

@@ -1,14 +1,16 @@
 //! The table of served kinds: names, scope, discovery data, and how each kind is decoded.
 //!
-//! k8s-openapi carries no registry of types; this table is ours. Every built-in object is round-tripped
-//! through its k8s-openapi type on each write, which rejects values of the wrong JSON type and makes the
-//! stored object carry every field the OpenAPI schema requires (the Python client insists on them).
+//! k8s-openapi carries no registry of types; this table is ours. Every built-in object gets its
+//! canonical form on each write ([`canonical`]: as k8s-openapi's type would read and write it back), which
+//! rejects values of the wrong JSON type and makes the stored object carry every field the OpenAPI schema
+//! requires (the Python client insists on them).
 
 use serde_json::Value;
 
 use super::validation::NameRule;
 
 mod builtin;
+pub mod canonical;
 
 /// A subresource, for discovery.
 #[derive(Debug)]
@@ -50,13 +52,36 @@ pub struct ResourceInfo {
     pub tracks_generation: bool,
     /// The rule `metadata.name` follows.
     pub name_rule: NameRule,
-    /// Decode and re-encode through the k8s-openapi type.
-    pub canonical: fn(&Value) -> Result<Value, String>,
+    /// How an object of the kind gets its stored form.
+    pub canonical: Canonical,
+    /// The typed round trip of the kind, which the schema walk is tested against.
+    #[cfg(test)]
+    pub typed: fn(&Value) -> Result<Value, String>,
     /// The verbs, when not every verb is served (`bindings`: create; `componentstatuses`: get, list).
     pub only_verbs: Option<&'static [&'static str]>,
     /// Another version of the same objects this resource is stored as (events.k8s.io/v1 events are
     /// core/v1 events in storage, as upstream), with the conversions.
     pub alias: Option<&'static Alias>,
+}
+
+/// How an object gets its canonical (stored) form.
+#[derive(Debug, Clone, Copy)]
+pub enum Canonical {
+    /// Walked from the kind's schema in `components.json` ([`canonical`]).
+    Schema,
+    /// By this function: the typed round trip (CustomResourceDefinitions, whose `JSONSchemaProps` unions
+    /// the walk does not model) or a custom resource's own rules.
+    Function(fn(&Value) -> Result<Value, String>),
+}
+
+impl ResourceInfo {
+    /// The canonical form of `v`, an object of this resource: what is stored and returned.
+    pub fn canonical_form(&self, v: &Value) -> Result<Value, String> {
+        match self.canonical {
+            Canonical::Schema => canonical::canonical(self.group, self.version, self.kind, v),
+            Canonical::Function(f) => f(v),
+        }
+    }
 }
 
 /// How a resource is stored as another one.
@@ -132,6 +157,7 @@ impl ResourceInfo {
     }
 }
 
+/// The typed round trip: read as the k8s-openapi type and written back.
 pub(crate) fn canonical<T: serde::de::DeserializeOwned + serde::Serialize>(
     v: &Value,
 ) -> Result<Value, String> {
@@ -194,7 +220,9 @@ where
         has_status: false,
         tracks_generation: false,
         name_rule: NameRule::Subdomain,
-        canonical: canonical::<T>,
+        canonical: Canonical::Schema,
+        #[cfg(test)]
+        typed: canonical::<T>,
         only_verbs: None,
         alias: None,
     }
@@ -240,6 +268,12 @@ impl ResourceInfo {
     /// Served as another resource's objects, converted (autoscaling/v1 HPAs are autoscaling/v2's).
     pub const fn stored_as(mut self, alias: &'static Alias) -> Self {
         self.alias = Some(alias);
+        self
+    }
+
+    /// Canonical forms by the typed round trip instead of the schema walk.
+    pub const fn typed_round_trip(mut self, f: fn(&Value) -> Result<Value, String>) -> Self {
+        self.canonical = Canonical::Function(f);
         self
     }
 
