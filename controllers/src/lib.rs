@@ -27,7 +27,6 @@ pub mod expectations;
 pub mod garbage_collector;
 pub mod hash;
 pub mod history;
-pub mod informer;
 pub mod job;
 pub mod leader;
 pub mod namespace;
@@ -57,7 +56,7 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-pub use informer::{Informer, Informers};
+pub use client::informer::{self, Informer, Informers};
 pub use queue::WorkQueue;
 
 /// What a controller's sync can fail with; the key is retried with backoff.

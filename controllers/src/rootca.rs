@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use client::watch::Selector;
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
-use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
 use crate::informer::{Change, Informer};
@@ -107,7 +107,7 @@ pub fn start(ctx: &Arc<Context>, cancel: CancellationToken) -> BoxFuture<'static
     let namespaces = ctx.informers.get::<Namespace>();
     let maps = ctx.informers.filtered::<ConfigMap>(
         "root-ca",
-        watcher::Config::default().fields(&format!("metadata.name={NAME}")),
+        Selector::all().fields(&format!("metadata.name={NAME}")),
     );
     let q = queue.clone();
     namespaces.on_change(move |c| {

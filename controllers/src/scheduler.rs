@@ -16,11 +16,11 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use client::events::{EventType, Recorder, pod_ref};
+use client::informer::Informers;
 
 /// The scheduler name pods get by default.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
@@ -255,45 +255,27 @@ fn wants_us(pod: &Pod) -> bool {
 
 /// Run the scheduler until `cancel`.
 pub async fn run(client: kube::Client, cancel: CancellationToken) {
-    let (pods, pod_writer) = reflector::store::<Pod>();
-    let (nodes, node_writer) = reflector::store::<Node>();
+    // Its own informers (the scheduler may run without the controller manager), woken by any change.
+    let informers = Informers::new();
+    let pods = informers.get::<Pod>();
+    let nodes = informers.get::<Node>();
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
-    let pod_stream = reflector(
-        pod_writer,
-        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())
-            .modify(|p| p.metadata.managed_fields = None),
-    )
-    .default_backoff()
-    .touched_objects();
-    let node_stream = reflector(
-        node_writer,
-        watcher(Api::<Node>::all(client.clone()), watcher::Config::default()),
-    )
-    .default_backoff()
-    .touched_objects();
     let poke = tx.clone();
-    let watch_pods = async move {
-        futures_util::pin_mut!(pod_stream);
-        while pod_stream.next().await.is_some() {
-            let _ = poke.try_send(());
-        }
-    };
-    let poke = tx.clone();
-    let watch_nodes = async move {
-        futures_util::pin_mut!(node_stream);
-        while node_stream.next().await.is_some() {
-            let _ = poke.try_send(());
-        }
-    };
+    pods.on_change(move |_| {
+        let _ = poke.try_send(());
+    });
+    nodes.on_change(move |_| {
+        let _ = tx.try_send(());
+    });
+    informers.start(&client, &cancel);
     let recorder = Arc::new(Recorder::new(client.clone(), DEFAULT_SCHEDULER, None));
     // Pods we reported unschedulable, with the message, so an unchanged verdict is not reported again.
     let mut reported: HashMap<String, String> = HashMap::new();
     let schedule = async {
-        let _ = pods.wait_until_ready().await;
-        let _ = nodes.wait_until_ready().await;
+        informers.wait_synced().await;
         loop {
-            let node_list: Vec<Node> = nodes.state().iter().map(|n| (**n).clone()).collect();
-            let all_pods = pods.state();
+            let node_list: Vec<Node> = nodes.list().iter().map(|n| (**n).clone()).collect();
+            let all_pods = pods.list();
             let mut load: HashMap<String, usize> = HashMap::new();
             for p in all_pods.iter().filter(|p| !is_terminal(p)) {
                 if let Some(n) = p
@@ -358,8 +340,6 @@ pub async fn run(client: kube::Client, cancel: CancellationToken) {
     };
     tokio::select! {
         _ = cancel.cancelled() => {}
-        _ = watch_pods => {}
-        _ = watch_nodes => {}
         _ = schedule => {}
     }
 }

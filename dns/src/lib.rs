@@ -1,8 +1,8 @@
 //! kubeling's cluster DNS: the server behind the `kube-dns` Service.
 //!
 //! ```text
-//! kube watchers (Services, EndpointSlices) ──► reflector stores (watch::Stores: records::ClusterView)
-//!                                                   │
+//! informers (Services, EndpointSlices) ──► their caches (watch::Stores: records::ClusterView)
+//!                                                          │
 //! UDP/TCP query ──► server::Handler ──► records::resolve (pure) ──► answer │ NODATA/NXDOMAIN + SOA
 //!                          └──────── names outside the zone ──► server::Forwarder ──► host resolvers
 //! kube_dns::ensure: server-side apply of kube-system/kube-dns, its EndpointSlice and Endpoints

@@ -1,7 +1,7 @@
 //! The pod side of the node agent: the informer, one worker per pod UID, and the status manager.
 //!
 //! ```text
-//! informer (kube watcher, fieldSelector spec.nodeName=<node>)
+//! informer (client::watch events, fieldSelector spec.nodeName=<node>)
 //!    └─► pod_workers: one task per pod UID holding only the latest desired pod (a watch channel)
 //!          loop: observe (Docker, by labels) → lifecycle::plan() → execute actions → lifecycle::pod_status()
 //!                → status manager (PATCH pods/status, UID precondition, only when changed)
@@ -24,9 +24,10 @@ use futures_util::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Preconditions};
-use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
+
+use client::watch::{Event, Selector, Target};
 
 use crate::config::{PodConfig, PodOp};
 use crate::events::{EventType, Recorder, node_ref, pod_ref};
@@ -102,6 +103,11 @@ fn api_pod(mut pod: Pod) -> Pod {
         .annotations
         .get_or_insert_with(Default::default)
         .insert(CONFIG_SOURCE_ANNOTATION.to_string(), API_SOURCE.to_string());
+    pod
+}
+
+fn without_managed_fields(mut pod: Pod) -> Pod {
+    pod.metadata.managed_fields = None;
     pod
 }
 
@@ -208,13 +214,8 @@ impl Kubelet {
         static_sources: &[&'static str],
         cancel: CancellationToken,
     ) {
-        let pods: Api<Pod> = Api::all(self.client.clone());
-        let config = watcher::Config::default().fields(&format!("spec.nodeName={}", self.cfg.node_name));
-        // The kubelet never reads managedFields; dropping them keeps each cached pod small.
-        let stream = watcher(pods, config)
-            .modify(|p| p.metadata.managed_fields = None)
-            .default_backoff();
-        futures_util::pin_mut!(stream);
+        let selector = Selector::all().fields(&format!("spec.nodeName={}", self.cfg.node_name));
+        let mut stream = client::watch::events::<Pod>(self.client.clone(), Target::of::<Pod>(selector));
         let mut state = RunState {
             config: PodConfig::new(static_sources),
             ..Default::default()
@@ -298,23 +299,29 @@ impl Kubelet {
 
     fn on_api_event(
         self: &Arc<Self>,
-        event: Result<watcher::Event<Pod>, watcher::Error>,
+        event: Result<Event<Pod>, kube::Error>,
         state: &mut RunState,
         cancel: &CancellationToken,
     ) {
+        // The kubelet never reads managedFields: dropping them keeps each pod it holds small.
+        let event = event.map(|e| match e {
+            Event::InitApply(p) => Event::InitApply(without_managed_fields(p)),
+            Event::Apply(p) => Event::Apply(without_managed_fields(p)),
+            e => e,
+        });
         match event {
-            Ok(watcher::Event::Init) => {
+            Ok(Event::Init) => {
                 state.listed.clear();
                 state.mirrors_listed.clear();
             }
-            Ok(watcher::Event::InitApply(pod)) if mirror::is_mirror_pod(&pod) => {
+            Ok(Event::InitApply(pod)) if mirror::is_mirror_pod(&pod) => {
                 state.mirrors_listed.insert(pod_key(&pod), pod);
             }
-            Ok(watcher::Event::InitApply(pod)) => {
+            Ok(Event::InitApply(pod)) => {
                 state.listed.insert(pod.metadata.uid.clone().unwrap_or_default());
                 self.dispatch(api_pod(pod), cancel);
             }
-            Ok(watcher::Event::InitDone) => {
+            Ok(Event::InitDone) => {
                 *self.mirrors.lock().unwrap_or_else(|e| e.into_inner()) =
                     std::mem::take(&mut state.mirrors_listed);
                 // API pods that vanished while we were not watching: tell their workers.
@@ -330,12 +337,12 @@ impl Kubelet {
                 }
                 state.api_synced = true;
             }
-            Ok(watcher::Event::Apply(pod)) if mirror::is_mirror_pod(&pod) => self.upsert_mirror(pod),
-            Ok(watcher::Event::Apply(pod)) => self.dispatch(api_pod(pod), cancel),
-            Ok(watcher::Event::Delete(pod)) if mirror::is_mirror_pod(&pod) => {
+            Ok(Event::Apply(pod)) if mirror::is_mirror_pod(&pod) => self.upsert_mirror(pod),
+            Ok(Event::Apply(pod)) => self.dispatch(api_pod(pod), cancel),
+            Ok(Event::Delete(pod)) if mirror::is_mirror_pod(&pod) => {
                 self.forget_mirror(&pod_key(&pod), pod.metadata.uid.as_deref().unwrap_or_default());
             }
-            Ok(watcher::Event::Delete(pod)) => {
+            Ok(Event::Delete(pod)) => {
                 self.api_pod_gone(pod.metadata.uid.as_deref().unwrap_or_default());
             }
             Err(e) => tracing::warn!(error = %e, "pod informer"),

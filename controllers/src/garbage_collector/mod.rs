@@ -24,14 +24,13 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use client::events::{EventType, Recorder};
+use client::watch::{Event, Selector, Target};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::core::PartialObjectMeta;
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, watcher as watch_stream};
 use tokio_util::sync::CancellationToken;
 
 use crate::discovery::{self, Served, ServedResource};
@@ -253,9 +252,11 @@ impl GarbageCollector {
         listed: tokio::sync::oneshot::Sender<()>,
         cancel: CancellationToken,
     ) {
-        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), &r.ar);
-        let stream = watch_stream(api, watcher::Config::default()).default_backoff();
-        futures_util::pin_mut!(stream);
+        // Metadata only, as upstream's metadata informers: the graph needs owners, UIDs and finalizers.
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &r.ar);
+        let target = Target::at(api.resource_url(), Selector::all()).metadata_only();
+        let mut stream =
+            client::watch::events::<PartialObjectMeta<DynamicObject>>(self.client.clone(), target);
         let mut known: HashSet<String> = HashSet::new();
         let mut relisted: Option<HashSet<String>> = None;
         let mut listed = Some(listed);

@@ -24,19 +24,17 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, Event, watcher};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
+
+use client::informer::{Informer, Informers};
 
 use self::balancer::Balancer;
 use self::table::{Protocol, ServicePort, ServicePortName};
@@ -108,41 +106,27 @@ pub async fn run(client: kube::Client, cfg: ProxyConfig, cancel: CancellationTok
         ));
     }
 
-    let (services, svc_writer) = reflector::store::<Service>();
-    let (slices, slice_writer) = reflector::store::<EndpointSlice>();
-    let svc_events = reflector::reflector(
-        svc_writer,
-        watcher(Api::<Service>::all(client.clone()), watcher::Config::default()).default_backoff(),
-    )
-    .map(|e| matches!(e, Ok(Event::InitDone)));
-    let slice_events = reflector::reflector(
-        slice_writer,
-        watcher(
-            Api::<EndpointSlice>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff(),
-    )
-    .map(|e| matches!(e, Ok(Event::InitDone)));
-    let mut svc_events = std::pin::pin!(svc_events);
-    let mut slice_events = std::pin::pin!(slice_events);
+    let informers = Informers::new();
+    let services = informers.get::<Service>();
+    let slices = informers.get::<EndpointSlice>();
+    // Any change rebuilds the table (changes arriving together, once).
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let poke = wake.clone();
+    services.on_change(move |_| poke.notify_one());
+    let poke = wake.clone();
+    slices.on_change(move |_| poke.notify_one());
+    informers.start(&client, &cancel);
     let mut hosts = HostListeners::new(cfg.node_listen_ip, shared.clone(), &cancel);
     let recorder = Arc::new(Recorder::new(client.clone(), "kube-proxy", None));
     let mut lb = LoadBalancerStatus::default();
-    let (mut svc_ready, mut slice_ready) = (false, false);
-    let mut resync = tokio::time::interval(RESYNC);
+    // Nothing is closed before both first lists have arrived (a restarted agent must not drop the
+    // gateway's listeners on an empty store).
+    tokio::select! {
+        _ = cancel.cancelled() => return Ok(()),
+        _ = informers.wait_synced() => {}
+    }
+    let mut resync = tokio::time::interval_at(tokio::time::Instant::now() + RESYNC, RESYNC);
     loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return Ok(()),
-            Some(init_done) = svc_events.next() => svc_ready |= init_done,
-            Some(init_done) = slice_events.next() => slice_ready |= init_done,
-            _ = resync.tick() => {}
-        }
-        // Nothing is closed before both first lists have arrived (a restarted agent must not drop the
-        // gateway's listeners on an empty store).
-        if !(svc_ready && slice_ready) {
-            continue;
-        }
         let table = table::build(&state(&services), &state(&slices));
         {
             let mut s = lock(&shared);
@@ -161,14 +145,25 @@ pub async fn run(client: kube::Client, cfg: ProxyConfig, cancel: CancellationTok
         });
         let failed = hosts.reconcile(&table).await;
         lb.sync(&client, &recorder, &services, &table, &failed).await;
+        tokio::select! {
+            _ = cancel.cancelled() => return Ok(()),
+            _ = wake.notified() => {}
+            _ = resync.tick() => {}
+        }
     }
 }
 
-fn state<K: Clone + kube::Resource>(store: &Store<K>) -> Vec<K>
+fn state<K>(informer: &Informer<K>) -> Vec<K>
 where
-    K::DynamicType: Eq + std::hash::Hash + Clone,
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
-    store.state().iter().map(|k| (**k).clone()).collect()
+    informer.list().iter().map(|k| (**k).clone()).collect()
 }
 
 /// The gateway's set for `table` (the line protocol at the top of `node/pause/gateway.c`): `B`; per TCP
@@ -531,16 +526,13 @@ impl LoadBalancerStatus {
         &mut self,
         client: &kube::Client,
         recorder: &Arc<Recorder>,
-        services: &Store<Service>,
+        services: &Informer<Service>,
         table: &[ServicePort],
         failed: &HashSet<(u16, Protocol)>,
     ) {
         let owners = host_ports(table);
         for ((namespace, name), missing) in load_balancer_outcome(table, &owners, failed) {
-            let Some(svc) = services.state().into_iter().find(|s| {
-                s.metadata.namespace.as_deref() == Some(&namespace)
-                    && s.metadata.name.as_deref() == Some(&name)
-            }) else {
+            let Some(svc) = services.get_in(&namespace, &name) else {
                 continue;
             };
             let current: Vec<String> = svc

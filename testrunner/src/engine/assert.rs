@@ -1,6 +1,6 @@
 //! Assertions evaluated on every watch event of the kinds they name, not on a timer.
 //!
-//! Each [`Expectation`] gets a watch (`kube::runtime::watcher`: a LIST, then a WATCH from its
+//! Each [`Expectation`] gets a watch (`client::watch::events`: a LIST, then a WATCH from its
 //! resourceVersion, a new LIST after a 410) of its kind, narrowed to its name (field selector) or its labels
 //! (label selector), in its namespace (the test namespace for namespaced kinds without one, cluster-wide
 //! for cluster-scoped kinds). Every event updates that watch's local copy, and once every watch has listed,
@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
+use client::watch::{Event, Target};
 use futures_util::future::BoxFuture;
 use futures_util::{StreamExt, stream};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -139,23 +139,23 @@ fn key(v: &Value) -> String {
 }
 
 impl Store {
-    fn apply(&mut self, ev: watcher::Event<kube::api::DynamicObject>) {
+    fn apply(&mut self, ev: Event<kube::api::DynamicObject>) {
         match ev {
-            watcher::Event::Init => self.relist = Some(BTreeMap::new()),
-            watcher::Event::InitApply(o) => {
+            Event::Init => self.relist = Some(BTreeMap::new()),
+            Event::InitApply(o) => {
                 let v = to_value(o);
                 self.relist.get_or_insert_with(BTreeMap::new).insert(key(&v), v);
             }
-            watcher::Event::InitDone => {
+            Event::InitDone => {
                 self.objects = self.relist.take().unwrap_or_default();
                 self.listed = true;
                 self.last_error = None;
             }
-            watcher::Event::Apply(o) => {
+            Event::Apply(o) => {
                 let v = to_value(o);
                 self.objects.insert(key(&v), v);
             }
-            watcher::Event::Delete(o) => {
+            Event::Delete(o) => {
                 self.objects.remove(&key(&to_value(o)));
             }
         }
@@ -283,14 +283,15 @@ impl Cluster {
             targets.push((sel, r, tns));
         }
         let streams = targets.iter().enumerate().map(|(i, (sel, r, tns))| {
-            let mut wc = watcher::Config::default().list_semantic(watcher::ListSemantic::MostRecent);
+            // The list reads the latest state (no resourceVersion), as kube's `ListSemantic::MostRecent`.
+            let mut narrow = client::watch::Selector::all();
             if let Some(n) = &sel.name {
-                wc = wc.fields(&format!("metadata.name={n}"));
+                narrow = narrow.fields(&format!("metadata.name={n}"));
             } else if !sel.labels.is_empty() {
-                wc = wc.labels(&sel.label_selector());
+                narrow = narrow.labels(&sel.label_selector());
             }
-            watcher(self.api(r, tns.as_deref()), wc)
-                .default_backoff()
+            let target = Target::at(self.api(r, tns.as_deref()).resource_url(), narrow);
+            client::watch::events::<kube::api::DynamicObject>(self.client.clone(), target)
                 .map(move |e| (i, e))
                 .boxed()
         });

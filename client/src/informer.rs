@@ -1,24 +1,22 @@
-//! Shared informers (client-go's `SharedInformerFactory`): one list+watch per kind for the whole controller
-//! manager, a local cache every controller reads, and handlers told of each change with the old and the
+//! Shared informers (client-go's `SharedInformerFactory`): one list+watch per kind for a whole component
+//! (the controller manager, the scheduler, the node agent's proxy, cluster DNS), a local cache its parts
+//! read, and handlers told of each change with the old and the
 //! new object (a controllerRef change must enqueue both owners). Handlers only enqueue keys; they run on
 //! the informer's task, so they must not block.
 //!
-//! A relist after a broken watch is diffed against the cache: changed objects are updates, objects no
-//! longer listed are deletes, as client-go's `Replace`.
+//! The list-and-watch loop is [`crate::watch`]'s. A relist after a broken watch is diffed against the
+//! cache: changed objects are updates, objects no longer listed are deletes, as client-go's `Replace`.
 
 use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, RwLock};
 
-use futures_util::StreamExt;
-use futures_util::io::AsyncBufReadExt;
-use kube::api::{ListParams, WatchParams};
-use kube::runtime::utils::Backoff;
-use kube::runtime::watcher::{self, DefaultBackoff};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
+
+use crate::watch::{RawSink, Selector, Target};
 
 /// What a handler is told.
 pub enum Change<'a, K> {
@@ -74,7 +72,7 @@ pub struct Informer<K> {
     cache: RwLock<BTreeMap<String, Arc<K>>>,
     handlers: Mutex<Vec<Handler<K>>>,
     synced: tokio::sync::watch::Sender<bool>,
-    config: watcher::Config,
+    selector: Selector,
     wanted: std::sync::atomic::AtomicBool,
 }
 
@@ -82,12 +80,12 @@ impl<K> Informer<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    fn new(config: watcher::Config) -> Informer<K> {
+    fn new(selector: Selector) -> Informer<K> {
         Informer {
             cache: RwLock::new(BTreeMap::new()),
             handlers: Mutex::new(Vec::new()),
             synced: tokio::sync::watch::channel(false).0,
-            config,
+            selector,
             wanted: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -192,41 +190,16 @@ where
     }
 
     async fn run(self: Arc<Self>, client: kube::Client, cancel: CancellationToken) {
-        let target = Target {
-            path: K::url_path(&(), None),
-            label_selector: self.config.label_selector.clone(),
-            field_selector: self.config.field_selector.clone(),
-        };
-        run_raw(self, client, target, cancel).await
+        let target = Target::of::<K>(self.selector.clone());
+        crate::watch::run(&*self, client, target, cancel).await
     }
-}
-
-/// An informer as its watch loop sees it: objects arrive as JSON text and only decoding them is per kind.
-/// kube's watcher is generic over the object type, and each kind's copy of it (its state machine, and its
-/// watch events decoded through serde's buffered content) was about a fifth of this crate's compiled code;
-/// [`run_raw`] is compiled once.
-trait RawSink: Send + Sync {
-    /// Decode one object, cache it and tell the handlers; returns its key and resourceVersion.
-    fn apply_json(&self, json: &str) -> Result<(String, Option<String>), serde_json::Error>;
-    /// Decode one deleted object and drop it; returns its resourceVersion.
-    fn delete_json(&self, json: &str) -> Result<Option<String>, serde_json::Error>;
-    /// The cached keys.
-    fn keys(&self) -> Vec<String>;
-    /// Drop one key and tell the handlers.
-    fn remove_key(&self, key: &str);
-    /// Whether the first list has been applied.
-    fn synced(&self) -> bool;
-    /// The first list has been applied.
-    fn set_synced(&self);
-    /// The kind, for logs.
-    fn kind(&self) -> String;
 }
 
 impl<K> RawSink for Informer<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    fn apply_json(&self, json: &str) -> Result<(String, Option<String>), serde_json::Error> {
+    fn apply_json(&self, json: &str, _listing: bool) -> Result<(String, Option<String>), serde_json::Error> {
         let mut obj: K = serde_json::from_str(json)?;
         // No controller reads managedFields: dropped at once, as client-go users' informer transforms do (a
         // Pod's take several times the rest of it parsed, and every cached copy is cloned). Writes without
@@ -244,307 +217,26 @@ where
         Ok(obj.meta().resource_version.clone())
     }
 
-    fn keys(&self) -> Vec<String> {
-        self.read().keys().cloned().collect()
+    /// Objects cached but no longer listed are deleted, as client-go's `Replace`.
+    fn list_done(&self, seen: HashSet<String>) {
+        let keys: Vec<String> = self.read().keys().cloned().collect();
+        for key in keys.into_iter().filter(|k| !seen.contains(k)) {
+            self.remove(&key);
+        }
+        self.synced.send_replace(true);
     }
 
-    fn remove_key(&self, key: &str) {
-        self.remove(key)
+    fn not_served(&self) {
+        self.synced.send_replace(true);
     }
 
     fn synced(&self) -> bool {
         self.has_synced()
     }
 
-    fn set_synced(&self) {
-        self.synced.send_replace(true);
-    }
-
     fn kind(&self) -> String {
         K::kind(&()).into_owned()
     }
-}
-
-/// What one informer lists and watches.
-struct Target {
-    /// The collection's path (`/api/v1/pods`).
-    path: String,
-    label_selector: Option<String>,
-    field_selector: Option<String>,
-}
-
-/// Why a list or a watch ended.
-#[derive(Debug)]
-enum WatchEnd {
-    /// The resourceVersion is too old (410): list again.
-    Gone,
-    /// Anything else: try again after a backoff, from the same resourceVersion.
-    Failed(kube::Error),
-}
-
-impl From<kube::Error> for WatchEnd {
-    fn from(e: kube::Error) -> WatchEnd {
-        match e {
-            kube::Error::Api(s) if s.code == 410 => WatchEnd::Gone,
-            e => WatchEnd::Failed(e),
-        }
-    }
-}
-
-impl From<serde_json::Error> for WatchEnd {
-    fn from(e: serde_json::Error) -> WatchEnd {
-        WatchEnd::Failed(kube::Error::SerdeError(e))
-    }
-}
-
-/// List, then watch from the list's resourceVersion, as client-go's reflector: a watch that ends (its
-/// timeout, a dropped connection, nothing read for 295 s) is resumed from the last resourceVersion seen (an
-/// object's or a bookmark's, also after a failure), a 410 lists again, and a failure, a 410 or a watch that
-/// ended at once with nothing in it waits kube's default backoff (client-go's: 0.8 s doubling to 30 s, with
-/// jitter) first, so a server that keeps refusing is never asked in a loop.
-async fn run_raw(sink: Arc<dyn RawSink>, client: kube::Client, target: Target, cancel: CancellationToken) {
-    let mut backoff = DefaultBackoff::default();
-    // None: list (first, or after a 410).
-    let mut version: Option<String> = None;
-    loop {
-        let outcome = if let Some(v) = version.as_mut() {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                o = watch(&*sink, &client, &target, v) => o,
-            }
-        } else {
-            let listed = tokio::select! {
-                _ = cancel.cancelled() => return,
-                o = list(&*sink, &client, &target) => o,
-            };
-            listed.map(|v| {
-                version = Some(v);
-                Progress::Some
-            })
-        };
-        match outcome {
-            Ok(Progress::Some) => {
-                backoff.reset();
-                continue;
-            }
-            Ok(Progress::None) => {}
-            Err(WatchEnd::Gone) => version = None,
-            Err(WatchEnd::Failed(e)) => {
-                let listing = version.is_none();
-                // A kind this server does not serve counts as listed (empty), so one missing kind does not
-                // hold every controller's workers back; the list is retried all the same.
-                if listing
-                    && !sink.synced()
-                    && let kube::Error::Api(s) = &e
-                    && s.code == 404
-                {
-                    tracing::warn!(kind = %sink.kind(), "the API server does not serve this kind");
-                    sink.set_synced();
-                }
-                if !sink.synced() {
-                    // Every controller's workers wait for every first list: say why this one is late.
-                    tracing::warn!(kind = %sink.kind(), error = %e, "listing failed; retrying")
-                } else {
-                    tracing::debug!(kind = %sink.kind(), error = %e, "watch failed; retrying")
-                }
-            }
-        }
-        let delay = backoff.next().unwrap_or(std::time::Duration::from_secs(30));
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = tokio::time::sleep(delay) => {}
-        }
-    }
-}
-
-/// Whether a list or a watch got anywhere: a watch that ended at once with nothing in it did not, and the
-/// next one waits for the backoff (client-go's "very short watch").
-enum Progress {
-    Some,
-    None,
-}
-
-/// One page of a list: its items left as JSON text until the kind decodes them.
-#[derive(serde::Deserialize)]
-struct RawList<'a> {
-    #[serde(default)]
-    metadata: ListMeta,
-    #[serde(borrow, default)]
-    items: Vec<&'a serde_json::value::RawValue>,
-}
-
-#[derive(serde::Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct ListMeta {
-    #[serde(default)]
-    resource_version: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(rename = "continue", default)]
-    continue_token: Option<String>,
-}
-
-/// One watch event, its object left as JSON text.
-#[derive(serde::Deserialize)]
-struct RawEvent<'a> {
-    #[serde(rename = "type")]
-    kind: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    object: &'a serde_json::value::RawValue,
-}
-
-/// What a bookmark's or an error's object says.
-#[derive(serde::Deserialize, Default)]
-struct Small {
-    #[serde(default)]
-    metadata: ListMeta,
-    #[serde(default)]
-    code: u16,
-    #[serde(default)]
-    message: String,
-}
-
-/// Lists every object (pages of 500) into the cache; objects cached but no longer listed are deleted, as
-/// client-go's `Replace`. Returns the list's resourceVersion.
-async fn list(sink: &dyn RawSink, client: &kube::Client, target: &Target) -> Result<String, WatchEnd> {
-    let mut seen = HashSet::new();
-    let mut continue_token: Option<String> = None;
-    loop {
-        let params = ListParams {
-            label_selector: target.label_selector.clone(),
-            field_selector: target.field_selector.clone(),
-            limit: Some(500),
-            continue_token: continue_token.take(),
-            ..ListParams::default()
-        };
-        let request = kube::core::Request::new(&target.path)
-            .list(&params)
-            .map_err(|e| WatchEnd::Failed(kube::Error::BuildRequest(e)))?;
-        let text = client.request_text(request).await?;
-        let page: RawList<'_> = serde_json::from_str(&text)?;
-        for item in page.items {
-            match sink.apply_json(item.get()) {
-                Ok((key, _)) => {
-                    seen.insert(key);
-                }
-                // One object this kind cannot hold must not stop the rest (kube's watcher skipped it too).
-                Err(e) => skip(sink, item.get(), &e),
-            }
-        }
-        match page.metadata.continue_token.filter(|c| !c.is_empty()) {
-            Some(c) => continue_token = Some(c),
-            None => {
-                for key in sink.keys().into_iter().filter(|k| !seen.contains(k)) {
-                    sink.remove_key(&key);
-                }
-                sink.set_synced();
-                return Ok(page.metadata.resource_version.unwrap_or_default());
-            }
-        }
-    }
-}
-
-/// An object that does not decode as its kind: logged and left out. A list or a watch goes on without it.
-fn skip(sink: &dyn RawSink, json: &str, e: &serde_json::Error) {
-    let meta = serde_json::from_str::<Small>(json).unwrap_or_default().metadata;
-    tracing::warn!(kind = %sink.kind(), name = ?meta.name, namespace = ?meta.namespace, error = %e,
-        "an object that does not decode as its kind is left out of the cache");
-}
-
-/// How long a watch may stay silent before it is taken as dead and resumed: the server's timeout (290 s)
-/// plus 5 s, as kube's watcher. The API server also sends an empty line every 3 s while idle.
-const WATCH_SILENCE: std::time::Duration = std::time::Duration::from_secs(295);
-
-/// Watches from `version` until the server ends the watch (its timeout, or a dropped connection), keeping
-/// `version` at the last resourceVersion seen, so a failure resumes from there too.
-async fn watch(
-    sink: &dyn RawSink,
-    client: &kube::Client,
-    target: &Target,
-    version: &mut String,
-) -> Result<Progress, WatchEnd> {
-    let params = WatchParams {
-        label_selector: target.label_selector.clone(),
-        field_selector: target.field_selector.clone(),
-        timeout: Some(290),
-        bookmarks: true,
-        send_initial_events: false,
-    };
-    let mut request = kube::core::Request::new(&target.path)
-        .watch(&params, version)
-        .map_err(|e| WatchEnd::Failed(kube::Error::BuildRequest(e)))?;
-    request.headers_mut().insert(
-        http::header::ACCEPT_ENCODING,
-        http::HeaderValue::from_static("identity"),
-    );
-    let started = tokio::time::Instant::now();
-    let body = client.request_stream(request).await?;
-    let mut lines = body.lines();
-    let mut progress = Progress::None;
-    loop {
-        let line = match tokio::time::timeout(WATCH_SILENCE, lines.next()).await {
-            // Silent too long: taken as a dead connection, resumed.
-            Err(_) | Ok(None) => break,
-            Ok(Some(Ok(line))) => line,
-            Ok(Some(Err(e))) => return Err(WatchEnd::Failed(kube::Error::ReadEvents(e))),
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        // A line that is not an event (a torn last line when the connection drops) is skipped, as kube
-        // does; the watch is resumed from the last version seen.
-        let event: RawEvent<'_> = match serde_json::from_str(&line) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::debug!(kind = %sink.kind(), error = %e, "a watch line that is not an event");
-                continue;
-            }
-        };
-        let json = event.object.get();
-        let seen = match event.kind.as_ref() {
-            "ADDED" | "MODIFIED" | "DELETED" => {
-                let decoded = if event.kind == "DELETED" {
-                    sink.delete_json(json)
-                } else {
-                    sink.apply_json(json).map(|(_, v)| v)
-                };
-                match decoded {
-                    Ok(v) => v,
-                    Err(e) => {
-                        skip(sink, json, &e);
-                        serde_json::from_str::<Small>(json)
-                            .ok()
-                            .and_then(|o| o.metadata.resource_version)
-                    }
-                }
-            }
-            "BOOKMARK" => serde_json::from_str::<Small>(json)
-                .ok()
-                .and_then(|o| o.metadata.resource_version),
-            "ERROR" => {
-                let status: Small = serde_json::from_str(json).unwrap_or_default();
-                return Err(if status.code == 410 {
-                    WatchEnd::Gone
-                } else {
-                    WatchEnd::Failed(kube::Error::Service(
-                        format!("watch error {}: {}", status.code, status.message).into(),
-                    ))
-                });
-            }
-            _ => None,
-        };
-        progress = Progress::Some;
-        if let Some(v) = seen.filter(|v| !v.is_empty()) {
-            *version = v;
-        }
-    }
-    // A watch that ran its course without events (the server's timeout) got somewhere all the same.
-    if started.elapsed() >= std::time::Duration::from_secs(1) {
-        progress = Progress::Some;
-    }
-    Ok(progress)
 }
 
 /// Informers by the kind they cache and a tag telling filtered ones apart.
@@ -571,12 +263,12 @@ impl Informers {
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
-        self.filtered("", watcher::Config::default())
+        self.filtered("", Selector::all())
     }
 
-    /// An informer of the `K` that `config` selects (e.g. one ConfigMap by field selector), told apart by
+    /// An informer of the `K` that `selector` selects (e.g. one ConfigMap by field selector), told apart by
     /// `tag`.
-    pub fn filtered<K>(&self, tag: &'static str, config: watcher::Config) -> Arc<Informer<K>>
+    pub fn filtered<K>(&self, tag: &'static str, selector: Selector) -> Arc<Informer<K>>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
@@ -587,7 +279,7 @@ impl Informers {
                 .downcast::<Informer<K>>()
                 .expect("informer of its own type");
         }
-        let informer = Arc::new(Informer::<K>::new(config));
+        let informer = Arc::new(Informer::<K>::new(selector));
         map.insert((TypeId::of::<K>(), tag), informer.clone());
         let for_start = informer.clone();
         let for_wait = informer.clone();
@@ -648,67 +340,9 @@ impl Informers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
-    use http_body_util::{Full, StreamBody};
+    use crate::fake::{cm, event, fake, fake_with_status, list, param, wait_for};
     use k8s_openapi::api::core::v1::ConfigMap;
-    use std::convert::Infallible;
     use std::time::Duration;
-
-    type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
-
-    fn cm(name: &str, rv: &str) -> serde_json::Value {
-        serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}})
-    }
-
-    fn list(items: &[serde_json::Value], rv: &str) -> String {
-        serde_json::json!({"kind": "ConfigMapList", "apiVersion": "v1",
-            "metadata": {"resourceVersion": rv}, "items": items})
-        .to_string()
-    }
-
-    fn event(kind: &str, object: serde_json::Value) -> String {
-        format!("{}\n", serde_json::json!({"type": kind, "object": object}))
-    }
-
-    /// A fake API server answering each request with the next scripted body (the last one stays open), and
-    /// recording each request's path and query.
-    fn fake(script: Vec<String>) -> (kube::Client, Arc<Mutex<Vec<String>>>) {
-        fake_with_status(script.into_iter().map(|b| (200, b)).collect())
-    }
-
-    /// [`fake`] with a status code for each answer.
-    fn fake_with_status(script: Vec<(u16, String)>) -> (kube::Client, Arc<Mutex<Vec<String>>>) {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let script = Arc::new(Mutex::new(std::collections::VecDeque::from(script)));
-        let log = seen.clone();
-        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-            log.lock().unwrap().push(req.uri().to_string());
-            let next = script.lock().unwrap().pop_front();
-            async move {
-                let status = next.as_ref().map_or(200, |(s, _)| *s);
-                let body: Body = match next {
-                    Some((_, text)) => http_body_util::BodyExt::boxed(Full::new(Bytes::from(text))),
-                    // Out of script: a watch that never sends anything.
-                    None => http_body_util::BodyExt::boxed(StreamBody::new(futures_util::stream::pending::<
-                        Result<http_body::Frame<Bytes>, Infallible>,
-                    >())),
-                };
-                let mut response = http::Response::new(body);
-                *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
-                Ok::<_, Infallible>(response)
-            }
-        });
-        (kube::Client::new(service, "default"), seen)
-    }
-
-    /// The value of one query parameter of a recorded request.
-    fn param(uri: &str, name: &str) -> Option<String> {
-        let query = uri.split_once('?')?.1;
-        form_urlencoded::parse(query.as_bytes())
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.into_owned())
-    }
 
     /// Records each change as "what name resourceVersion".
     fn record(informer: &Informer<ConfigMap>) -> Arc<Mutex<Vec<String>>> {
@@ -728,15 +362,6 @@ mod tests {
             ));
         });
         changes
-    }
-
-    /// Waits (10 s at most) until `lines` (changes recorded, or requests seen) holds `n`.
-    async fn wait_for(lines: &Arc<Mutex<Vec<String>>>, n: usize) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while lines.lock().unwrap().len() < n {
-            assert!(tokio::time::Instant::now() < deadline, "so far: {lines:?}");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
     }
 
     /// A ConfigMap informer run against `client` until it has recorded `n` changes; the informer, its
@@ -883,8 +508,7 @@ mod tests {
         .to_string();
         let (client, seen) = fake(vec![first, list(&[cm("b", "5")], "5")]);
         let informers = Informers::new();
-        let informer =
-            informers.filtered::<ConfigMap>("one", watcher::Config::default().fields("metadata.name=a"));
+        let informer = informers.filtered::<ConfigMap>("one", Selector::all().fields("metadata.name=a"));
         informer.want();
         let cancel = CancellationToken::new();
         informers.start(&client, &cancel);
