@@ -3,12 +3,17 @@
 //! The node agent and the controller manager are built at opt-level 1 (Cargo.toml), where rustc reuses
 //! an instance of a generic function that a dependency built the same way has compiled already, instead
 //! of compiling its own. Both components read and write Pods, Nodes, Services, EndpointSlices, Leases and
-//! ServiceAccounts through kube, whose requests decode with `serde_json::from_str`, lists as
-//! `ObjectList`, watches as `WatchEvent` lines, and encode bodies with `serde_json::to_vec`; both also
-//! convert them from and to `serde_json::Value`. Naming those
-//! instances in this crate, which both depend on, compiles each once for the two (the Pod's is the
-//! largest serde code of the API). Measured with `cargo llvm-lines` (release): the node agent
-//! 2.37 → 1.60 M lines of LLVM IR, the controller manager 2.34 → 1.55 M, this crate +1.07 M.
+//! ServiceAccounts through kube, whose requests decode with `serde_json::from_str` and encode bodies
+//! with `serde_json::to_vec`; both also convert them from and to `serde_json::Value`, and the watch loop
+//! ([`crate::watch`]) decodes their objects with `serde_json::from_str` too. Naming those instances in
+//! this crate, which both depend on, compiles each once for the two (the Pod's is the largest serde code
+//! of the API). Measured with `cargo llvm-lines` (release): the node agent 2.37 → 1.60 M lines of LLVM
+//! IR, the controller manager 2.34 → 1.55 M, this crate +1.07 M.
+//!
+//! Lists (`ObjectList`) and kube's watch events (`WatchEvent`, decoded through serde's buffered
+//! `Content`, a second copy of the kind's code) are named only where something still asks kube for them:
+//! the node agent's Service lists, and `kubeling bench`'s pod and node lists and pod watches (the binary's
+//! crate is built last, alone, so its share is better compiled here, beside the API server).
 //!
 //! Nothing calls these functions; they exist to be compiled. A kind added to both components' traffic
 //! belongs in the list.
@@ -27,16 +32,6 @@ macro_rules! shared {
             /// A response body (`Client::request`).
             pub fn decode(s: &str) -> serde_json::Result<$kind> {
                 serde_json::from_str(s)
-            }
-
-            /// A list response.
-            pub fn decode_list(s: &str) -> serde_json::Result<ObjectList<$kind>> {
-                serde_json::from_str(s)
-            }
-
-            /// A watch event line.
-            pub fn decode_event(line: &[u8]) -> serde_json::Result<WatchEvent<$kind>> {
-                serde_json::from_slice(line)
             }
 
             /// A request body (create, replace).
@@ -66,6 +61,32 @@ shared!(
     service_account: ServiceAccount,
 );
 
+/// The lists and watches still asked of kube (see the module's documentation).
+#[doc(hidden)]
+pub mod lists {
+    use super::*;
+
+    /// A Pod list response (`Api::list`).
+    pub fn pods(s: &str) -> serde_json::Result<ObjectList<Pod>> {
+        serde_json::from_str(s)
+    }
+
+    /// A Pod watch event line (`Api::watch`).
+    pub fn pod_event(line: &[u8]) -> serde_json::Result<WatchEvent<Pod>> {
+        serde_json::from_slice(line)
+    }
+
+    /// A Node list response.
+    pub fn nodes(s: &str) -> serde_json::Result<ObjectList<Node>> {
+        serde_json::from_str(s)
+    }
+
+    /// A Service list response.
+    pub fn services(s: &str) -> serde_json::Result<ObjectList<Service>> {
+        serde_json::from_str(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,9 +104,9 @@ mod tests {
         let list = format!(
             r#"{{"apiVersion":"v1","kind":"PodList","metadata":{{"resourceVersion":"9"}},"items":[{text}]}}"#
         );
-        assert_eq!(pod::decode_list(&list).unwrap().items, vec![pod.clone()]);
+        assert_eq!(lists::pods(&list).unwrap().items, vec![pod.clone()]);
         let event = format!(r#"{{"type":"MODIFIED","object":{text}}}"#);
-        assert!(matches!(pod::decode_event(event.as_bytes()).unwrap(), WatchEvent::Modified(p) if p == pod));
+        assert!(matches!(lists::pod_event(event.as_bytes()).unwrap(), WatchEvent::Modified(p) if p == pod));
 
         macro_rules! round_trip {
             ($($module:ident: $kind:ty),*) => {$(
