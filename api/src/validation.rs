@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::FieldError;
@@ -716,7 +717,7 @@ pub fn validate_object_meta_update(new: &ObjectMeta, old: &ObjectMeta) -> Vec<Fi
 
 fn meta_of(obj: &Value) -> ObjectMeta {
     obj.get("metadata")
-        .and_then(|m| serde_json::from_value(m.clone()).ok())
+        .and_then(|m| ObjectMeta::deserialize(m).ok())
         .unwrap_or_default()
 }
 

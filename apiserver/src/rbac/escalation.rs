@@ -221,9 +221,7 @@ fn only_gc_fields(new: &Value, old: &Value) -> bool {
 }
 
 fn parse<T: serde::de::DeserializeOwned + Default>(v: Option<&Value>) -> T {
-    v.cloned()
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_default()
+    v.and_then(|v| T::deserialize(v).ok()).unwrap_or_default()
 }
 
 /// The check on a write of `new` (replacing `old` on updates), for the task's requester.

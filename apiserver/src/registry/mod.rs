@@ -688,8 +688,10 @@ impl Registry {
         old: Option<&Value>,
         subresource: Option<&str>,
     ) -> Vec<FieldError> {
-        let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta =
-            serde_json::from_value(obj.get("metadata").cloned().unwrap_or(json!({}))).unwrap_or_default();
+        let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta = obj
+            .get("metadata")
+            .and_then(|m| serde::Deserialize::deserialize(m).ok())
+            .unwrap_or_default();
         let mut errors = validation::validate_object_meta(&meta, info.namespaced, info.name_rule);
         match (info.group, info.plural) {
             ("", "pods") => errors.extend(pod_strategy::validate(obj, old, subresource)),
@@ -1093,7 +1095,7 @@ impl Registry {
         info: &'static ResourceInfo,
         ns: Option<&str>,
         name: &str,
-        mut change: impl FnMut(Value) -> Result<Value, ApiError>,
+        mut change: impl FnMut(Value) -> Result<Value, ApiError> + Send,
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
         let key = info.key(ns, name);

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{
     ObjectFieldSelector, Pod, ProjectedVolumeSource, ServiceAccount, ServiceAccountTokenProjection, Volume,
     VolumeMount, VolumeProjection,
 };
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Registry, resources};
@@ -284,7 +285,7 @@ impl Registry {
                 tokio::time::sleep(DEFAULT_LOOKUP_INTERVAL).await;
             }
             if let Ok(o) = self.get(info, Some(namespace), name) {
-                return serde_json::from_value(o.value()).ok();
+                return ServiceAccount::deserialize(&o.value()).ok();
             }
         }
         None

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodSpec;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::pod;
@@ -30,7 +31,7 @@ pub fn default_template(obj: &mut Value, pointer: &str) {
         return;
     }
     let raw = template.get("spec").cloned().unwrap_or_else(|| json!({}));
-    let Ok(mut spec) = serde_json::from_value::<PodSpec>(raw) else {
+    let Ok(mut spec) = PodSpec::deserialize(&raw) else {
         return;
     };
     pod::default_pod_template_spec(&mut spec);
@@ -54,8 +55,7 @@ pub fn validate_template(obj: &Value, pointer: &str, path: &str) -> Vec<FieldErr
     let annotations = string_map(template.pointer("/metadata/annotations"));
     let spec: PodSpec = template
         .get("spec")
-        .cloned()
-        .and_then(|s| serde_json::from_value(s).ok())
+        .and_then(|s| PodSpec::deserialize(s).ok())
         .unwrap_or_default();
     pod::validate_pod_template_spec(Some(&labels), Some(&annotations), &spec, path)
 }

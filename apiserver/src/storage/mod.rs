@@ -240,6 +240,9 @@ pub enum Decision {
     Preview(Value),
 }
 
+/// What a write's caller decides on the current object (see [`Storage::write`]).
+type Decide<'a, E> = dyn FnMut(Option<&Arc<Stored>>) -> Result<Decision, E> + Send + 'a;
+
 /// The result of a write.
 #[derive(Debug)]
 pub struct Written {
@@ -542,8 +545,17 @@ impl Storage {
     pub async fn write<E>(
         &self,
         key: &str,
-        mut decide: impl FnMut(Option<&Arc<Stored>>) -> Result<Decision, E>,
+        mut decide: impl FnMut(Option<&Arc<Stored>>) -> Result<Decision, E> + Send,
     ) -> Result<Written, E>
+    where
+        E: From<StoreError>,
+    {
+        self.write_with(key, &mut decide).await
+    }
+
+    /// [`Storage::write`] compiled once per error type, not once per caller's closure (each copy of this
+    /// function and of [`Storage::write_etcd`] is about 2,000 lines of LLVM IR).
+    async fn write_with<E>(&self, key: &str, decide: &mut Decide<'_, E>) -> Result<Written, E>
     where
         E: From<StoreError>,
     {
@@ -551,7 +563,7 @@ impl Storage {
             let mut attempts = 0;
             return loop {
                 attempts += 1;
-                match self.write_etcd(etcd, key, &mut decide).await {
+                match self.write_etcd(etcd, key, decide).await {
                     Err(Lost::Race) if attempts < ETCD_WRITE_ATTEMPTS => {}
                     Err(Lost::Race) => break Err(StoreError::Conflict { key: key.to_string() }.into()),
                     Err(Lost::Refused(e)) => break Err(e),
@@ -659,7 +671,7 @@ impl Storage {
         &self,
         etcd: &Arc<etcd_store::Etcd>,
         key: &str,
-        decide: &mut impl FnMut(Option<&Arc<Stored>>) -> Result<Decision, E>,
+        decide: &mut Decide<'_, E>,
     ) -> Result<Written, Lost<E>>
     where
         E: From<StoreError>,

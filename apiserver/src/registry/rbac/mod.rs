@@ -50,9 +50,7 @@ pub fn prepare(plural: &str, obj: &mut Value) {
 }
 
 fn parse<T: serde::de::DeserializeOwned + Default>(v: Option<&Value>) -> T {
-    v.cloned()
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_default()
+    v.and_then(|v| T::deserialize(v).ok()).unwrap_or_default()
 }
 
 /// Validation of create (`old` is None) and update.
