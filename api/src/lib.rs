@@ -13,6 +13,7 @@ mod field_error;
 pub mod pod;
 pub mod quota;
 pub mod tls;
+pub mod tree;
 pub mod validation;
 
 pub use field_error::FieldError;

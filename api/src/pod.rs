@@ -2772,7 +2772,7 @@ fn semantic_container(ec: &EphemeralContainer) -> Value {
 /// A spec as JSON for upstream's `Semantic.DeepEqual`: nulls and empty lists dropped (nil and empty
 /// slices are equal there) and quantities compared by value (canonical form).
 fn semantic_json(spec: &PodSpec) -> Value {
-    let mut v = serde_json::to_value(spec).unwrap_or(Value::Null);
+    let mut v = crate::tree::pod_spec_to_tree(spec).unwrap_or(Value::Null);
     if let Some(cs) = v.get_mut("containers").and_then(Value::as_array_mut) {
         canonical_resources(cs);
     }

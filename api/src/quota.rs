@@ -406,9 +406,7 @@ pub fn matches_scopes(quota: &Value, group: &str, plural: &str, obj: &Value) -> 
         let terminating = obj
             .pointer("/spec/activeDeadlineSeconds")
             .is_some_and(|v| v.as_i64().is_some_and(|n| n >= 0));
-        let best_effort =
-            crate::pod::qos_class(&k8s_openapi::serde::Deserialize::deserialize(obj).unwrap_or_default())
-                == "BestEffort";
+        let best_effort = crate::pod::qos_class(&crate::tree::pod(obj).unwrap_or_default()) == "BestEffort";
         match scope.as_str() {
             "Terminating" => terminating,
             "NotTerminating" => !terminating,

@@ -12,7 +12,6 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::FieldError;
@@ -717,7 +716,7 @@ pub fn validate_object_meta_update(new: &ObjectMeta, old: &ObjectMeta) -> Vec<Fi
 
 fn meta_of(obj: &Value) -> ObjectMeta {
     obj.get("metadata")
-        .and_then(|m| ObjectMeta::deserialize(m).ok())
+        .and_then(|m| crate::tree::object_meta(m).ok())
         .unwrap_or_default()
 }
 

@@ -690,7 +690,7 @@ impl Registry {
     ) -> Vec<FieldError> {
         let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta = obj
             .get("metadata")
-            .and_then(|m| serde::Deserialize::deserialize(m).ok())
+            .and_then(|m| api::tree::object_meta(m).ok())
             .unwrap_or_default();
         let mut errors = validation::validate_object_meta(&meta, info.namespaced, info.name_rule);
         match (info.group, info.plural) {

@@ -10,12 +10,11 @@ use crate::error::FieldError;
 
 fn typed(obj: &Value) -> Result<Pod, String> {
     // Deserialised from the borrowed tree: no copy of the whole pod first.
-    <Pod as serde::Deserialize>::deserialize(obj)
-        .map_err(|e| format!("Pod in version \"v1\" cannot be handled as a Pod: {e}"))
+    api::tree::pod(obj).map_err(|e| format!("Pod in version \"v1\" cannot be handled as a Pod: {e}"))
 }
 
 fn untyped(pod: &Pod) -> Value {
-    serde_json::to_value(pod).expect("a Pod always serialises")
+    api::tree::pod_to_tree(pod).expect("a Pod always serialises")
 }
 
 /// Create: defaulting, then the status a new pod starts with (`PrepareForCreate`).

@@ -250,7 +250,7 @@ impl Registry {
             .unwrap_or("")
             .to_string();
         let forbidden = |why: &str| ApiError::forbidden("pods", "", &name, why);
-        let mut pod: Pod = <Pod as serde::Deserialize>::deserialize(&*obj).map_err(|e| {
+        let mut pod: Pod = api::tree::pod(obj).map_err(|e| {
             ApiError::bad_request(format!("Pod in version \"v1\" cannot be handled as a Pod: {e}"))
         })?;
         if is_mirror(obj) {
@@ -264,7 +264,7 @@ impl Registry {
         })?;
         admit(&mut pod, &sa, &random_suffix());
         let metadata = obj.get("metadata").cloned();
-        *obj = serde_json::to_value(&pod).expect("a Pod always serialises");
+        *obj = api::tree::pod_to_tree(&pod).expect("a Pod always serialises");
         if let Some(m) = metadata {
             obj["metadata"] = m;
         }

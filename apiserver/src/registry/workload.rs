@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodSpec;
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::pod;
@@ -31,11 +30,11 @@ pub fn default_template(obj: &mut Value, pointer: &str) {
         return;
     }
     let raw = template.get("spec").cloned().unwrap_or_else(|| json!({}));
-    let Ok(mut spec) = PodSpec::deserialize(&raw) else {
+    let Ok(mut spec) = api::tree::pod_spec(&raw) else {
         return;
     };
     pod::default_pod_template_spec(&mut spec);
-    template["spec"] = serde_json::to_value(&spec).expect("a PodSpec always serialises");
+    template["spec"] = api::tree::pod_spec_to_tree(&spec).expect("a PodSpec always serialises");
 }
 
 fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
@@ -55,7 +54,7 @@ pub fn validate_template(obj: &Value, pointer: &str, path: &str) -> Vec<FieldErr
     let annotations = string_map(template.pointer("/metadata/annotations"));
     let spec: PodSpec = template
         .get("spec")
-        .and_then(|s| PodSpec::deserialize(s).ok())
+        .and_then(|s| api::tree::pod_spec(s).ok())
         .unwrap_or_default();
     pod::validate_pod_template_spec(Some(&labels), Some(&annotations), &spec, path)
 }
