@@ -27,6 +27,20 @@ pub(crate) fn event(kind: &str, object: serde_json::Value) -> String {
     format!("{}\n", serde_json::json!({"type": kind, "object": object}))
 }
 
+/// An ERROR watch event carrying a Status of `code`.
+pub(crate) fn error_event(code: u16, message: &str) -> String {
+    event(
+        "ERROR",
+        serde_json::json!({"kind": "Status", "code": code, "message": message}),
+    )
+}
+
+/// A ConfigMap named "bad" at resourceVersion 12 whose `data` is a number: it does not decode.
+pub(crate) fn undecodable_cm() -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "bad", "namespace": "ns", "resourceVersion": "12"}, "data": 5})
+}
+
 /// A fake API server answering each request with the next scripted body (the last one stays open), and
 /// recording each request's path and query.
 pub(crate) fn fake(script: Vec<String>) -> (kube::Client, Log) {

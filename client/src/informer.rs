@@ -18,6 +18,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::watch::{RawSink, Selector, Target};
 
+/// A kind an informer can cache: a built-in resource, decoded from JSON, shared between tasks.
+pub trait Cached:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Cached for K where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
 /// What a handler is told.
 pub enum Change<'a, K> {
     /// A new object (also the first list).
@@ -88,14 +99,17 @@ impl Cache {
         self.read().get(key).cloned()
     }
 
-    fn values(&self) -> Vec<Entry> {
-        self.read().values().cloned().collect()
-    }
-
-    fn namespace(&self, namespace: &str) -> Vec<Entry> {
-        let lo = format!("{namespace}/");
-        let hi = format!("{namespace}0"); // '0' follows '/'
-        self.read().range(lo..hi).map(|(_, v)| v.clone()).collect()
+    /// Calls `f` on every entry, or on those of one namespace, in key order, under the read lock.
+    fn each(&self, namespace: Option<&str>, f: &mut dyn FnMut(&Entry)) {
+        let map = self.read();
+        match namespace {
+            None => map.values().for_each(f),
+            Some(ns) => {
+                let lo = format!("{ns}/");
+                let hi = format!("{ns}0"); // '0' follows '/'
+                map.range(lo..hi).for_each(|(_, v)| f(v));
+            }
+        }
     }
 
     fn keys(&self) -> Vec<String> {
@@ -126,7 +140,7 @@ pub struct Informer<K> {
 
 impl<K> Informer<K>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Cached,
 {
     fn new(selector: Selector) -> Informer<K> {
         Informer {
@@ -171,16 +185,24 @@ where
 
     /// Every cached object.
     pub fn list(&self) -> Vec<Arc<K>> {
-        self.cache.values().into_iter().map(Self::typed).collect()
+        self.collect(None)
+    }
+
+    fn collect(&self, namespace: Option<&str>) -> Vec<Arc<K>> {
+        let mut out = Vec::new();
+        self.cache
+            .each(namespace, &mut |e| out.push(Self::typed(e.clone())));
+        out
+    }
+
+    /// Every cached object, as an owned copy.
+    pub fn list_cloned(&self) -> Vec<K> {
+        self.list().iter().map(|k| (**k).clone()).collect()
     }
 
     /// The objects of one namespace.
     pub fn list_ns(&self, namespace: &str) -> Vec<Arc<K>> {
-        self.cache
-            .namespace(namespace)
-            .into_iter()
-            .map(Self::typed)
-            .collect()
+        self.collect(Some(namespace))
     }
 
     /// How many objects are cached.
@@ -246,7 +268,7 @@ where
 
 impl<K> RawSink for Informer<K>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Cached,
 {
     fn apply_json(&self, json: &str, _listing: bool) -> Result<(String, Option<String>), serde_json::Error> {
         let mut obj: K = serde_json::from_str(json)?;
@@ -310,7 +332,7 @@ impl Informers {
     /// The informer of every `K` in the cluster.
     pub fn get<K>(&self) -> Arc<Informer<K>>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Cached,
     {
         self.filtered("", Selector::all())
     }
@@ -319,7 +341,7 @@ impl Informers {
     /// `tag`.
     pub fn filtered<K>(&self, tag: &'static str, selector: Selector) -> Arc<Informer<K>>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Cached,
     {
         let mut map = self.by_type.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = map.get(&(TypeId::of::<K>(), tag)) {
@@ -389,7 +411,9 @@ impl Informers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fake::{cm, event, fake, fake_with_status, list, param, wait_for};
+    use crate::fake::{
+        cm, error_event, event, fake, fake_with_status, list, param, undecodable_cm, wait_for,
+    };
     use k8s_openapi::api::core::v1::ConfigMap;
     use std::time::Duration;
 
@@ -434,20 +458,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_watch_resumes_from_the_last_object_seen_and_bad_objects_are_left_out() {
-        let bad = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "bad", "namespace": "ns", "resourceVersion": "12"}, "data": 5});
         let script = vec![
             (200, list(&[cm("a", "9")], "10")),
             // A change, an object that is no ConfigMap (left out), another change, then a failure.
             (
                 200,
                 event("MODIFIED", cm("a", "11"))
-                    + &event("ADDED", bad)
+                    + &event("ADDED", undecodable_cm())
                     + &event("ADDED", cm("c", "13"))
-                    + &event(
-                        "ERROR",
-                        serde_json::json!({"kind": "Status", "code": 500, "message": "boom"}),
-                    ),
+                    + &error_event(500, "boom"),
             ),
             // Resumed from 13; a delete, then a torn last line (skipped) as the connection drops.
             (200, event("DELETED", cm("c", "14")) + "{\"type\":\"ADDED\",\"obj"),
@@ -507,10 +526,7 @@ mod tests {
                     serde_json::json!({"kind": "ConfigMap", "metadata": {"resourceVersion": "12"}}),
                 ),
             // Resumed from the bookmark: too old.
-            event(
-                "ERROR",
-                serde_json::json!({"kind": "Status", "code": 410, "message": "too old"}),
-            ),
+            error_event(410, "too old"),
             // The relist no longer has b: deleted from the cache. A delete tells the last state cached.
             list(&[cm("a", "11")], "20"),
             event("DELETED", cm("a", "21")),

@@ -187,12 +187,6 @@ pub(crate) async fn run(sink: &dyn RawSink, client: kube::Client, target: Target
             Err(WatchEnd::Gone) => version = None,
             Err(WatchEnd::Failed(e)) => {
                 let listing = version.is_none();
-                if !sink.synced() {
-                    // Every controller's workers wait for every first list: say why this one is late.
-                    tracing::warn!(kind = %sink.kind(), error = %e, "listing failed; retrying")
-                } else {
-                    tracing::debug!(kind = %sink.kind(), error = %e, "watch failed; retrying")
-                }
                 // A kind this server does not serve counts as listed (empty) for a cache, so one missing
                 // kind does not hold every controller's workers back; the list is retried all the same.
                 if listing
@@ -202,6 +196,12 @@ pub(crate) async fn run(sink: &dyn RawSink, client: kube::Client, target: Target
                 {
                     tracing::warn!(kind = %sink.kind(), "the API server does not serve this kind");
                     sink.not_served();
+                }
+                if !sink.synced() {
+                    // Every controller's workers wait for every first list: say why this one is late.
+                    tracing::warn!(kind = %sink.kind(), error = %e, "listing failed; retrying")
+                } else {
+                    tracing::debug!(kind = %sink.kind(), error = %e, "watch failed; retrying")
                 }
                 sink.failed(e);
             }
@@ -535,7 +535,9 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fake::{cm, event, fake_logging_closes, fake_with_status, list, param, wait_for};
+    use crate::fake::{
+        cm, error_event, event, fake_logging_closes, fake_with_status, list, param, undecodable_cm, wait_for,
+    };
     use k8s_openapi::api::core::v1::ConfigMap;
 
     /// "what name resourceVersion" for each event.
@@ -572,20 +574,15 @@ mod tests {
 
     #[tokio::test]
     async fn events_list_then_watch_relist_after_410_and_report_failures() {
-        let bad = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "bad", "namespace": "ns", "resourceVersion": "12"}, "data": 5});
         let script = vec![
             (200, list(&[cm("a", "9"), cm("b", "10")], "10")),
             // A change, an object that is no ConfigMap (left out), a delete, then a failure.
             (
                 200,
                 event("MODIFIED", cm("a", "11"))
-                    + &event("ADDED", bad)
+                    + &event("ADDED", undecodable_cm())
                     + &event("DELETED", cm("b", "13"))
-                    + &event(
-                        "ERROR",
-                        serde_json::json!({"kind": "Status", "code": 500, "message": "boom"}),
-                    ),
+                    + &error_event(500, "boom"),
             ),
             // Resumed from 13: too old, so listed again; the relist is a whole new list.
             (

@@ -34,7 +34,7 @@ pub use rank::{POD_DELETION_COST, deletion_order, pods_to_delete};
 
 use crate::controller_ref::{self, Claim};
 use crate::expectations::Expectations;
-use crate::informer::{Change, Informer, key_of, split_key};
+use crate::informer::{Cached, Change, Informer, key_of, split_key};
 use crate::pod_control::{self, BURST_REPLICAS, PodControl};
 use crate::{Context, Error, Reconciler, WorkQueue, podutil, selector};
 
@@ -211,7 +211,7 @@ pub(crate) fn resolve_owner<K>(
     kind: &str,
 ) -> Option<Arc<K>>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: Cached,
 {
     if r.kind != kind {
         return None;

@@ -21,13 +21,13 @@ use k8s_openapi::api::core::v1::{
     Service,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube::{Resource, ResourceExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::discovery::{Served, discover};
-use crate::informer::{Change, Informer, key_of};
+use crate::informer::{Cached, Change, Informer, key_of};
 use crate::{Context, Error, Reconciler, WorkQueue};
 use api::quota;
 
@@ -76,13 +76,7 @@ fn enqueue_ns(quotas: &Weak<Informer<ResourceQuota>>, queue: &WorkQueue, ns: &st
 /// Replenish on deletions of `K` (the kinds whose count is usually limited).
 fn on_delete<K>(ctx: &Context, quotas: &Arc<Informer<ResourceQuota>>, queue: &Arc<WorkQueue>)
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Cached,
 {
     let weak = Arc::downgrade(quotas);
     let q = queue.clone();

@@ -274,7 +274,7 @@ pub async fn run(client: kube::Client, cancel: CancellationToken) {
     let schedule = async {
         informers.wait_synced().await;
         loop {
-            let node_list: Vec<Node> = nodes.list().iter().map(|n| (**n).clone()).collect();
+            let node_list = nodes.list_cloned();
             let all_pods = pods.list();
             let mut load: HashMap<String, usize> = HashMap::new();
             for p in all_pods.iter().filter(|p| !is_terminal(p)) {

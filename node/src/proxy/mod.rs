@@ -127,7 +127,7 @@ pub async fn run(client: kube::Client, cfg: ProxyConfig, cancel: CancellationTok
     }
     let mut resync = tokio::time::interval_at(tokio::time::Instant::now() + RESYNC, RESYNC);
     loop {
-        let table = table::build(&state(&services), &state(&slices));
+        let table = table::build(&services.list_cloned(), &slices.list_cloned());
         {
             let mut s = lock(&shared);
             s.by_vip = table
@@ -151,19 +151,6 @@ pub async fn run(client: kube::Client, cfg: ProxyConfig, cancel: CancellationTok
             _ = resync.tick() => {}
         }
     }
-}
-
-fn state<K>(informer: &Informer<K>) -> Vec<K>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    informer.list().iter().map(|k| (**k).clone()).collect()
 }
 
 /// The gateway's set for `table` (the line protocol at the top of `node/pause/gateway.c`): `B`; per TCP
