@@ -27,7 +27,7 @@ struct Cli {
 enum Command {
     /// Start the cluster in the foreground: the API server, the controller manager (with the scheduler) and
     /// a node agent on Docker.
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Start the API server alone.
     Apiserver(ServeArgs),
     /// Run a node agent alone against any API server.
@@ -69,12 +69,22 @@ struct ServeArgs {
     #[arg(long, default_value = "1h", value_parser = parse_period)]
     event_ttl: Duration,
     /// Where objects are stored: `sled` (in the data directory) or `etcd=http://host:2379[,...]` (several
-    /// API servers may share one etcd; they must share the data directory's certificates and token).
+    /// API servers may share one etcd; they must share the data directory's certificates and token;
+    /// `https://` URLs with --etcd-cafile).
     #[arg(long, default_value = "sled")]
     store: apiserver::StoreChoice,
     /// The key prefix of this cluster's objects in etcd (kube-apiserver's `--etcd-prefix`).
     #[arg(long, default_value = apiserver::DEFAULT_ETCD_PREFIX)]
     etcd_prefix: String,
+    /// The CA that signed etcd's certificates, for `https://` etcd URLs (kube-apiserver's flag).
+    #[arg(long, value_name = "FILE")]
+    etcd_cafile: Option<PathBuf>,
+    /// The client certificate etcd asks for (`--client-cert-auth`; kube-apiserver's flag).
+    #[arg(long, value_name = "FILE")]
+    etcd_certfile: Option<PathBuf>,
+    /// The client certificate's key (kube-apiserver's flag).
+    #[arg(long, value_name = "FILE")]
+    etcd_keyfile: Option<PathBuf>,
 }
 
 #[derive(Args, Clone)]
@@ -412,6 +422,11 @@ async fn serve(
             apiserver::StoreChoice::Etcd { endpoints, .. } => apiserver::StoreChoice::Etcd {
                 endpoints,
                 prefix: args.etcd_prefix,
+                tls: apiserver::EtcdTlsFiles {
+                    ca: args.etcd_cafile,
+                    cert: args.etcd_certfile,
+                    key: args.etcd_keyfile,
+                },
             },
             sled => sled,
         },
@@ -555,16 +570,19 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Up(args) => runtime()?.block_on(serve(
-            args.serve,
-            Some(args.node),
-            Some(args.controllers),
-            Some(args.dns),
-            Nodes {
-                count: args.nodes,
-                runtime: args.runtime,
-            },
-        )),
+        Command::Up(args) => {
+            let args = *args;
+            runtime()?.block_on(serve(
+                args.serve,
+                Some(args.node),
+                Some(args.controllers),
+                Some(args.dns),
+                Nodes {
+                    count: args.nodes,
+                    runtime: args.runtime,
+                },
+            ))
+        }
         Command::Apiserver(args) => runtime()?.block_on(serve(
             args,
             None,

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use common::{Cluster, NodeAgent, eventually};
-use kubeling_testing::etcd::{Etcd, free_port};
+use kubeling_testing::etcd::{Etcd, EtcdCluster, TlsFiles, free_port};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -427,25 +427,27 @@ fn an_api_server_cut_off_from_etcd_applies_every_change_it_missed_even_when_read
     }
 }
 
+/// `kubeling apiserver ARGS` on `dir`, expected to exit at start: its exit code and stderr.
+fn run(args: &[&str], dir: &Path) -> (Option<i32>, String) {
+    let t0 = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubeling"))
+        .arg("apiserver")
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["--port", "0", "--no-kubeconfig-merge"])
+        .args(args)
+        .env("KUBELING_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(20), "exits promptly");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
 #[test]
 fn bad_store_settings_fail_at_start_with_a_clear_error() {
-    let run = |args: &[&str], dir: &Path| {
-        let t0 = Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_kubeling"))
-            .arg("apiserver")
-            .arg("--data-dir")
-            .arg(dir)
-            .args(["--port", "0", "--no-kubeconfig-merge"])
-            .args(args)
-            .env("KUBELING_LOG", "warn")
-            .output()
-            .unwrap();
-        assert!(t0.elapsed() < Duration::from_secs(20), "exits promptly");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
-    };
     let tmp = tempfile::tempdir().unwrap();
     let (code, err) = run(&["--store", "mysql"], &tmp.path().join("a"));
     assert_eq!(code, Some(2));
@@ -514,4 +516,166 @@ fn a_pod_created_through_one_api_server_runs_on_a_node_agent_of_the_other() {
         let out = a.kubectl(&["get", "pod", "web"]);
         (!out.status.success()).then_some(())
     });
+}
+
+/// POST a ConfigMap named `name` until etcd answers: a 201, or a 409 AlreadyExists when an earlier try
+/// was committed although its answer was lost (etcd electing a leader). Every refusal is a Status.
+fn create_until_acknowledged(c: &Cluster, name: &str) -> u64 {
+    let body = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}}}}"#);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (code, answer) = c.curl(
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            Some(&c.token()),
+            "application/json",
+            Some(body.as_bytes()),
+        );
+        match code {
+            201 => return rv(&answer),
+            409 => {
+                assert_eq!(answer["reason"], "AlreadyExists", "{answer}");
+                return rv(&json_of(&c.ok(&["get", "configmap", name, "-o", "json"])));
+            }
+            _ => {
+                assert_eq!(answer["kind"], "Status", "{code} {answer}");
+                assert!(code == 503 || code == 504, "{code} {answer}");
+                assert!(
+                    Instant::now() < deadline,
+                    "{name} never acknowledged: {code} {answer}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// etcd as it runs in production: three members, the API server given all three URLs. Each member in
+/// turn (the one the API server talks to first, and at some point the leader) is killed with SIGKILL while
+/// writes go on, then started again: every write is acknowledged, read back and seen once, in order, by a
+/// watch opened before the first kill.
+#[test]
+fn an_api_server_on_three_etcd_members_keeps_serving_while_each_member_in_turn_is_killed() {
+    let mut etcd = EtcdCluster::start(3).expect("etcd (./test.sh installs etcd-server when missing)");
+    let tmp = tempfile::tempdir().unwrap();
+    let a = apiserver_on(&tmp.path().join("data"), &etcd.store_arg(), &[]);
+    let first = create_until_acknowledged(&a, "before");
+    let watch = Watch::start(
+        &a,
+        &format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={first}"),
+    );
+    let mut acked = Vec::new();
+    for down in 0..3 {
+        etcd.members[down].kill9();
+        for i in 0..4 {
+            let name = format!("m{down}-{i}");
+            let version = create_until_acknowledged(&a, &name);
+            acked.push((name, version));
+        }
+        etcd.members[down].run().expect("the member restarts");
+    }
+    eventually(WAIT, "/readyz to say 200", || (readyz(&a) == 200).then_some(()));
+    let listed = json_of(&a.ok(&["get", "configmaps", "-o", "json"]));
+    for (name, version) in &acked {
+        let found = listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["metadata"]["name"] == name.as_str())
+            .unwrap_or_else(|| panic!("{name} was acknowledged but is gone"));
+        assert_eq!(rv(found), *version, "{name}");
+    }
+    let seen: Vec<(String, u64)> = (0..acked.len())
+        .map(|_| {
+            let e = watch.next();
+            assert_eq!(e["type"], "ADDED", "{e}");
+            (
+                e["object"]["metadata"]["name"].as_str().unwrap().to_string(),
+                rv(&e["object"]),
+            )
+        })
+        .collect();
+    assert_eq!(seen, acked, "the watch sees each write once, in order");
+    assert!(
+        watch.rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "and nothing more"
+    );
+}
+
+/// etcd serving TLS and asking for client certificates (`--client-cert-auth`), as kubeadm sets it up: the
+/// API server connects with `--etcd-cafile`, `--etcd-certfile` and `--etcd-keyfile`; without its
+/// certificate, or trusting another CA, it exits at start with an error that says why.
+#[test]
+fn an_api_server_reaches_etcd_over_tls_with_a_client_certificate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tls = TlsFiles::make(&tmp.path().join("tls")).unwrap();
+    let etcd = Etcd::start_tls(&tls).expect("etcd (./test.sh installs etcd-server when missing)");
+    assert!(etcd.url().starts_with("https://"));
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let (ca, cert, key) = (path(&tls.ca), path(&tls.client_cert), path(&tls.client_key));
+    let flags = [
+        "--etcd-cafile",
+        &ca,
+        "--etcd-certfile",
+        &cert,
+        "--etcd-keyfile",
+        &key,
+    ];
+    let dir = tmp.path().join("data");
+    let mut a = apiserver(&dir, &etcd, &flags);
+    assert_eq!(readyz(&a), 200);
+    let created = json_of(&a.ok(&[
+        "create",
+        "configmap",
+        "sealed",
+        "--from-literal=k=1",
+        "-o",
+        "json",
+    ]));
+    a.terminate();
+    // Started again on the same data directory: the object is in etcd.
+    let a = apiserver(&dir, &etcd, &flags);
+    let read = json_of(&a.ok(&["get", "configmap", "sealed", "-o", "json"]));
+    assert_eq!(rv(&read), rv(&created));
+    assert_eq!(read["data"]["k"], "1");
+
+    let store = etcd.store_arg();
+    // No client certificate: etcd refuses the handshake.
+    let (code, err) = run(&["--store", &store, "--etcd-cafile", &ca], &dir);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("cannot reach etcd"), "{err}");
+    assert!(
+        err.contains("--etcd-certfile"),
+        "names what may be missing: {err}"
+    );
+    // Another CA: kubeling refuses etcd's certificate.
+    let other = TlsFiles::make(&tmp.path().join("other")).unwrap();
+    let other_ca = path(&other.ca);
+    let (code, err) = run(
+        &[
+            "--store",
+            &store,
+            "--etcd-cafile",
+            &other_ca,
+            "--etcd-certfile",
+            &cert,
+            "--etcd-keyfile",
+            &key,
+        ],
+        &dir,
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("certificate"), "{err}");
+    // https:// without the CA, and a key without its certificate: refused before dialling.
+    let (code, err) = run(&["--store", &store], &dir);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("needs the CA"), "{err}");
+    let (code, err) = run(
+        &["--store", &store, "--etcd-cafile", &ca, "--etcd-keyfile", &key],
+        &dir,
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--etcd-keyfile needs --etcd-certfile"), "{err}");
+    // The running API server was not disturbed.
+    assert_eq!(readyz(&a), 200);
 }

@@ -83,17 +83,77 @@ pub enum StoreChoice {
     Sled,
     /// etcd v3: its members' URLs and the key prefix of this cluster (several API servers may share it).
     Etcd {
-        /// `http://host:2379`, ...
+        /// `http://host:2379`, ... (or `https://`, with `tls`).
         endpoints: Vec<String>,
         /// The key prefix (`--etcd-prefix`).
         prefix: String,
+        /// TLS to the members (`--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`).
+        tls: EtcdTlsFiles,
     },
+}
+
+/// The files of TLS to etcd, as kube-apiserver's flags: the CA that signed the members' certificates, and
+/// the client certificate and key (etcd with `--client-cert-auth` asks for them). Unset: plain `http://`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EtcdTlsFiles {
+    /// `--etcd-cafile`.
+    pub ca: Option<PathBuf>,
+    /// `--etcd-certfile`.
+    pub cert: Option<PathBuf>,
+    /// `--etcd-keyfile`.
+    pub key: Option<PathBuf>,
+}
+
+impl EtcdTlsFiles {
+    /// Read and check the files: `None` when none is given; an error naming the flag and file when one
+    /// cannot be read or holds no certificate or key, when the client certificate comes without its key
+    /// (or the other way round), or when it comes without the CA.
+    pub fn load(&self) -> Result<Option<etcd::Tls>, String> {
+        let read = |flag: &str, path: &Path| {
+            std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
+        };
+        let identity = match (&self.cert, &self.key) {
+            (None, None) => None,
+            (Some(cert), Some(key)) => Some((read("--etcd-certfile", cert)?, read("--etcd-keyfile", key)?)),
+            (Some(_), None) => {
+                return Err("--etcd-certfile needs --etcd-keyfile (the client certificate's key)".into());
+            }
+            (None, Some(_)) => {
+                return Err("--etcd-keyfile needs --etcd-certfile (the client certificate)".into());
+            }
+        };
+        let Some(ca) = &self.ca else {
+            return match identity {
+                None => Ok(None),
+                Some(_) => Err(
+                    "a client certificate for etcd needs --etcd-cafile (the CA that signed etcd's \
+                                certificate)"
+                        .into(),
+                ),
+            };
+        };
+        let tls = etcd::Tls {
+            ca_pem: read("--etcd-cafile", ca)?,
+            identity,
+        };
+        let name = |flag: &str, path: &Option<PathBuf>| {
+            format!("{flag} {}", path.as_deref().unwrap_or(Path::new("")).display())
+        };
+        tls.check(&etcd::TlsNames {
+            ca: name("--etcd-cafile", &self.ca),
+            cert: name("--etcd-certfile", &self.cert),
+            key: name("--etcd-keyfile", &self.key),
+        })
+        .map_err(|e| e.to_string())?;
+        Ok(Some(tls))
+    }
 }
 
 impl std::str::FromStr for StoreChoice {
     type Err = String;
 
-    /// `sled`, or `etcd=http://host:2379[,http://host2:2379...]`.
+    /// `sled`, or `etcd=http://host:2379[,http://host2:2379...]` (or `https://` URLs: TLS, whose files are
+    /// flags of their own).
     fn from_str(s: &str) -> Result<Self, String> {
         match s.split_once('=') {
             None if s == "sled" => Ok(StoreChoice::Sled),
@@ -111,10 +171,11 @@ impl std::str::FromStr for StoreChoice {
                 }
                 for e in &endpoints {
                     match e.parse::<::http::Uri>() {
-                        Ok(u) if u.scheme_str() == Some("http") && u.host().is_some() => {}
+                        Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some() => {}
                         _ => {
                             return Err(format!(
-                                "{e:?} is not an etcd URL: use http://host:port (TLS to etcd is not supported)"
+                                "{e:?} is not an etcd URL: use http://host:port, or https://host:port with \
+                                 --etcd-cafile"
                             ));
                         }
                     }
@@ -122,6 +183,7 @@ impl std::str::FromStr for StoreChoice {
                 Ok(StoreChoice::Etcd {
                     endpoints,
                     prefix: DEFAULT_ETCD_PREFIX.to_string(),
+                    tls: EtcdTlsFiles::default(),
                 })
             }
             _ => Err(format!(
@@ -166,6 +228,9 @@ pub enum StartError {
     /// The database.
     #[error("storage: {0}")]
     Storage(#[from] StoreError),
+    /// The files of TLS to etcd.
+    #[error("etcd TLS: {0}")]
+    EtcdTls(String),
     /// Creating the built-in objects.
     #[error("creating the system namespaces: {0}")]
     Bootstrap(error::ApiError),
@@ -217,7 +282,11 @@ impl ApiServer {
                 let store: Arc<dyn Store> = Arc::new(SledStore::open(&config.data_dir.join("db"))?);
                 Storage::open(store, config.hub)?
             }
-            StoreChoice::Etcd { endpoints, prefix } => {
+            StoreChoice::Etcd {
+                endpoints,
+                prefix,
+                tls: tls_files,
+            } => {
                 let cluster_id = cluster_id(&config.data_dir).map_err(|source| StartError::DataDir {
                     path: config.data_dir.clone(),
                     source,
@@ -226,6 +295,7 @@ impl ApiServer {
                     endpoints: endpoints.clone(),
                     prefix: prefix.clone(),
                     cluster_id,
+                    tls: tls_files.load().map_err(StartError::EtcdTls)?,
                 };
                 Storage::open_etcd(&cfg, config.hub).await?
             }
@@ -325,18 +395,70 @@ mod tests {
             Ok(StoreChoice::Etcd {
                 endpoints: vec!["http://a:2379".into(), "http://b:2379".into()],
                 prefix: DEFAULT_ETCD_PREFIX.into(),
+                tls: EtcdTlsFiles::default(),
             })
         );
+        assert!("etcd=https://a:2379".parse::<StoreChoice>().is_ok());
         for bad in [
             "",
             "mysql",
             "etcd=",
             "etcd=a:2379",
-            "etcd=https://a:2379",
+            "etcd=unix:///run/etcd",
             "sled=x",
         ] {
             assert!(bad.parse::<StoreChoice>().is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn etcd_tls_files_are_read_in_the_combinations_kube_apiserver_takes() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("cert.pem");
+        let key = dir.path().join("key.pem");
+        std::fs::write(
+            &cert,
+            "-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &key,
+            "-----BEGIN PRIVATE KEY-----\nMA==\n-----END PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        let missing = dir.path().join("missing.pem");
+        let files = |ca: Option<&PathBuf>, c: Option<&PathBuf>, k: Option<&PathBuf>| EtcdTlsFiles {
+            ca: ca.cloned(),
+            cert: c.cloned(),
+            key: k.cloned(),
+        };
+        assert_eq!(files(None, None, None).load().unwrap().map(|_| ()), None);
+        let ca_only = files(Some(&cert), None, None).load().unwrap().unwrap();
+        assert!(ca_only.identity.is_none());
+        let mutual = files(Some(&cert), Some(&cert), Some(&key))
+            .load()
+            .unwrap()
+            .unwrap();
+        assert!(mutual.identity.is_some());
+        for (f, want) in [
+            (
+                files(None, Some(&cert), None),
+                "--etcd-certfile needs --etcd-keyfile",
+            ),
+            (
+                files(Some(&cert), None, Some(&key)),
+                "--etcd-keyfile needs --etcd-certfile",
+            ),
+            (files(None, Some(&cert), Some(&key)), "needs --etcd-cafile"),
+            (files(Some(&missing), None, None), "--etcd-cafile"),
+            (files(Some(&key), None, None), "no PEM certificate"),
+            (files(Some(&cert), Some(&cert), Some(&cert)), "no PEM private key"),
+        ] {
+            let err = f.load().unwrap_err();
+            assert!(err.contains(want), "{f:?}: {err}");
+        }
+        let err = files(Some(&missing), None, None).load().unwrap_err();
+        assert!(err.contains(&missing.display().to_string()), "{err}");
     }
 
     #[test]

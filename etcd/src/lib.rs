@@ -13,8 +13,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use http::uri::PathAndQuery;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::sync::mpsc;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 /// How long one call may take before it fails (etcd answers in milliseconds when healthy).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -38,8 +40,16 @@ pub enum Error {
         /// The deadline.
         timeout: Duration,
     },
+    /// TLS material that does not parse.
+    #[error("etcd TLS: {what}: {reason}")]
+    BadTls {
+        /// The file (or part) at fault.
+        what: String,
+        /// Why.
+        reason: String,
+    },
     /// The call failed.
-    #[error("etcd at {endpoint}: {}", status.message())]
+    #[error("etcd at {endpoint}: {}", describe(status))]
     Status {
         /// The endpoint that answered.
         endpoint: String,
@@ -57,13 +67,76 @@ impl Error {
                 status.code(),
                 tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Unknown
             ),
-            Error::BadEndpoint { .. } => false,
+            Error::BadEndpoint { .. } | Error::BadTls { .. } => false,
         }
     }
 }
 
-/// A client of one etcd cluster, given by the URLs of its members (`http://host:2379`). Calls go to one
-/// member and move to the next when it cannot be reached. Cheap to clone.
+/// A status's message, with the transport's cause when there is one (a refused connection, a certificate
+/// the CA did not sign): tonic's own message for those is only "transport error".
+fn describe(status: &tonic::Status) -> String {
+    use std::error::Error as _;
+    let mut text = status.message().to_string();
+    let mut cause = status.source();
+    while let Some(c) = cause {
+        let c_text = c.to_string();
+        if !text.contains(&c_text) {
+            text = format!("{text}: {c_text}");
+        }
+        cause = c.source();
+    }
+    text
+}
+
+/// TLS to etcd's client URLs (`https://`), as kube-apiserver's `--etcd-cafile`, `--etcd-certfile` and
+/// `--etcd-keyfile`: the CA that signed the members' serving certificates, and the client certificate and
+/// key etcd asks for when it runs with `--client-cert-auth`. PEM.
+#[derive(Clone, Debug, Default)]
+pub struct Tls {
+    /// The CA certificate(s) the members' certificates must chain to.
+    pub ca_pem: Vec<u8>,
+    /// The client certificate (chain) and its key.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Tls {
+    /// Check that the PEM holds what it should (a CA certificate; a client certificate and a key), so a bad
+    /// file is an error at start, not a handshake failure later. `what` names each part as the user gave it.
+    pub fn check(&self, what: &TlsNames) -> Result<(), Error> {
+        let bad = |name: &str, reason: String| Error::BadTls {
+            what: name.to_string(),
+            reason,
+        };
+        let certs = |pem: &[u8], name: &str| match CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(c) if !c.is_empty() => Ok(()),
+            Ok(_) => Err(bad(name, "no PEM certificate in it".into())),
+            Err(e) => Err(bad(name, e.to_string())),
+        };
+        certs(&self.ca_pem, &what.ca)?;
+        if let Some((cert, key)) = &self.identity {
+            certs(cert, &what.cert)?;
+            PrivateKeyDer::from_pem_slice(key)
+                .map_err(|e| bad(&what.key, format!("no PEM private key in it ({e})")))?;
+        }
+        Ok(())
+    }
+}
+
+/// How the parts of a [`Tls`] are named in errors (their files).
+#[derive(Clone, Debug, Default)]
+pub struct TlsNames {
+    /// The CA.
+    pub ca: String,
+    /// The client certificate.
+    pub cert: String,
+    /// The client key.
+    pub key: String,
+}
+
+/// A client of one etcd cluster, given by the URLs of its members (`http://host:2379`, or `https://` with a
+/// [`Tls`]). Calls go to one member and move to the next when it cannot be reached. Cheap to clone.
 #[derive(Clone)]
 pub struct Client {
     members: Arc<Vec<(String, Channel)>>,
@@ -77,19 +150,40 @@ const WATCH: &str = "/etcdserverpb.Watch/Watch";
 const STATUS: &str = "/etcdserverpb.Maintenance/Status";
 
 impl Client {
-    /// A client of `endpoints`; nothing is dialled until the first call.
-    pub fn new(endpoints: &[String]) -> Result<Client, Error> {
+    /// A client of `endpoints` (all `http://`, or all `https://` with `tls`); nothing is dialled until the
+    /// first call.
+    pub fn new(endpoints: &[String], tls: Option<&Tls>) -> Result<Client, Error> {
         let mut members = Vec::new();
         for e in endpoints {
             let bad = |reason: String| Error::BadEndpoint {
                 endpoint: e.clone(),
                 reason,
             };
-            if !e.starts_with("http://") {
-                return Err(bad("only http:// endpoints are supported".into()));
-            }
-            let endpoint = Endpoint::from_shared(e.clone())
-                .map_err(|err| bad(err.to_string()))?
+            let endpoint = Endpoint::from_shared(e.clone()).map_err(|err| bad(err.to_string()))?;
+            let endpoint = match (e.split_once("://").map(|(scheme, _)| scheme), tls) {
+                (Some("http"), None) => endpoint,
+                (Some("http"), Some(_)) => {
+                    return Err(bad(
+                        "TLS files are given but this endpoint is http://: use https:// (or drop the files)"
+                            .into(),
+                    ));
+                }
+                (Some("https"), Some(tls)) => {
+                    let mut config =
+                        ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&tls.ca_pem));
+                    if let Some((cert, key)) = &tls.identity {
+                        config = config.identity(Identity::from_pem(cert, key));
+                    }
+                    endpoint.tls_config(config).map_err(|err| bad(err.to_string()))?
+                }
+                (Some("https"), None) => {
+                    return Err(bad(
+                        "an https:// endpoint needs the CA that signed etcd's certificate".into(),
+                    ));
+                }
+                _ => return Err(bad("use http://host:port or https://host:port".into())),
+            };
+            let endpoint = endpoint
                 .connect_timeout(Duration::from_secs(2))
                 .tcp_nodelay(true)
                 .http2_keep_alive_interval(Duration::from_secs(10))
@@ -306,11 +400,47 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn endpoints_must_be_plain_http_urls() {
-        assert!(Client::new(&["http://127.0.0.1:2379".into()]).is_ok());
-        assert!(Client::new(&["https://127.0.0.1:2379".into()]).is_err());
-        assert!(Client::new(&["127.0.0.1:2379".into()]).is_err());
-        assert!(Client::new(&[]).is_err());
+    async fn endpoints_are_http_urls_or_https_urls_with_a_ca() {
+        let tls = Tls {
+            ca_pem: b"-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n".to_vec(),
+            identity: None,
+        };
+        let ok = |urls: &[&str], tls: Option<&Tls>| {
+            Client::new(&urls.iter().map(|u| u.to_string()).collect::<Vec<_>>(), tls).map(|_| ())
+        };
+        assert!(ok(&["http://127.0.0.1:2379", "http://127.0.0.2:2379"], None).is_ok());
+        assert!(ok(&["https://127.0.0.1:2379"], Some(&tls)).is_ok());
+        let err = |urls: &[&str], tls: Option<&Tls>| ok(urls, tls).unwrap_err().to_string();
+        assert!(err(&["https://127.0.0.1:2379"], None).contains("needs the CA"));
+        assert!(err(&["http://127.0.0.1:2379"], Some(&tls)).contains("use https://"));
+        assert!(err(&["https://a:2379", "http://b:2379"], Some(&tls)).contains("\"http://b:2379\""));
+        assert!(err(&["127.0.0.1:2379"], None).contains("127.0.0.1:2379"));
+        assert!(err(&["unix:///run/etcd"], None).contains("use http://host:port"));
+        assert!(ok(&[], None).is_err());
+    }
+
+    #[test]
+    fn tls_material_is_checked_before_it_is_used() {
+        let names = TlsNames {
+            ca: "ca.pem".into(),
+            cert: "client.pem".into(),
+            key: "client-key.pem".into(),
+        };
+        let cert = b"-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n".to_vec();
+        let key = b"-----BEGIN PRIVATE KEY-----\nMA==\n-----END PRIVATE KEY-----\n".to_vec();
+        let tls = |ca: &[u8], identity: Option<(&[u8], &[u8])>| Tls {
+            ca_pem: ca.to_vec(),
+            identity: identity.map(|(c, k)| (c.to_vec(), k.to_vec())),
+        };
+        assert!(tls(&cert, None).check(&names).is_ok());
+        assert!(tls(&cert, Some((&cert, &key))).check(&names).is_ok());
+        let err = |t: Tls| t.check(&names).unwrap_err().to_string();
+        assert_eq!(err(tls(b"", None)), "etcd TLS: ca.pem: no PEM certificate in it");
+        assert!(err(tls(&key, None)).starts_with("etcd TLS: ca.pem:"));
+        assert!(err(tls(&cert, Some((&key, &key)))).starts_with("etcd TLS: client.pem:"));
+        assert!(
+            err(tls(&cert, Some((&cert, &cert)))).starts_with("etcd TLS: client-key.pem: no PEM private key")
+        );
     }
 
     #[test]

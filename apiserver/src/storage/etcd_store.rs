@@ -46,6 +46,8 @@ pub struct EtcdConfig {
     pub prefix: String,
     /// The id of this cluster (the data directory's); the prefix must be unowned or owned by it.
     pub cluster_id: String,
+    /// TLS to `https://` members.
+    pub tls: Option<etcd::Tls>,
 }
 
 /// The etcd side of a [`super::Storage`].
@@ -72,7 +74,8 @@ const LOAD_PAGE: i64 = 1_000;
 impl Etcd {
     /// Connect, claim (or check) the prefix for this cluster, and load every object at one revision.
     pub(super) async fn open(cfg: &EtcdConfig) -> Result<(Etcd, u64, Vec<(String, Bytes, u64)>), StoreError> {
-        let client = etcd::Client::new(&cfg.endpoints).map_err(|e| StoreError::Engine(e.to_string()))?;
+        let client = etcd::Client::new(&cfg.endpoints, cfg.tls.as_ref())
+            .map_err(|e| StoreError::Engine(e.to_string()))?;
         let prefix = cfg.prefix.trim_end_matches('/');
         let id_key = format!("{prefix}/cluster-id").into_bytes();
         let claim = client
@@ -87,7 +90,16 @@ impl Etcd {
                 }],
             })
             .await
-            .map_err(|e| StoreError::Engine(format!("cannot reach etcd: {e}")))?;
+            .map_err(|e| {
+                // etcd with --client-cert-auth closes the connection after the handshake: say what may lack.
+                let hint = match &cfg.tls {
+                    Some(tls) if tls.identity.is_none() => {
+                        " (if etcd asks for client certificates, give --etcd-certfile and --etcd-keyfile)"
+                    }
+                    _ => "",
+                };
+                StoreError::Engine(format!("cannot reach etcd: {e}{hint}"))
+            })?;
         if !claim.succeeded {
             let owner = claim
                 .responses
@@ -615,7 +627,7 @@ mod tests {
     #[tokio::test]
     async fn the_marker_key_holds_no_object() {
         let etcd = Etcd {
-            client: etcd::Client::new(&["http://127.0.0.1:2379".into()]).unwrap(),
+            client: etcd::Client::new(&["http://127.0.0.1:2379".into()], None).unwrap(),
             objects: b"/kubeling/objects/".to_vec(),
             writer: tokio::sync::Mutex::new(()),
             healthy: AtomicBool::new(true),
