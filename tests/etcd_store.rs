@@ -679,3 +679,97 @@ fn an_api_server_reaches_etcd_over_tls_with_a_client_certificate() {
     // The running API server was not disturbed.
     assert_eq!(readyz(&a), 200);
 }
+
+/// Each API server serialises its own cluster IP allocation; across servers the IPAddress object named by
+/// the IP decides (upstream's allocator). Services created at once through two API servers on one etcd all
+/// get different IPs, each held by its IPAddress, and their IPs are released when they are deleted.
+#[test]
+fn services_created_at_once_through_two_api_servers_never_share_a_cluster_ip() {
+    let etcd = Etcd::start().expect("etcd (./test.sh installs etcd-server when missing)");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let a = apiserver(&dir, &etcd, &[]);
+    let b = apiserver(&dir, &etcd, &[]);
+    const PER_CLIENT: usize = 6;
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let workers: Vec<_> = [(&a, "a"), (&b, "b"), (&a, "c"), (&b, "d")]
+            .into_iter()
+            .map(|(c, client)| {
+                s.spawn(move || {
+                    let token = c.token();
+                    let mut failed = Vec::new();
+                    for i in 0..PER_CLIENT {
+                        let body = format!(
+                            r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"s-{client}-{i}"}},"spec":{{"ports":[{{"port":80}}]}}}}"#
+                        );
+                        let (code, answer) = c.curl(
+                            "POST",
+                            "/api/v1/namespaces/default/services",
+                            Some(&token),
+                            "application/json",
+                            Some(body.as_bytes()),
+                        );
+                        if code != 201 {
+                            failed.push(format!("{code} {answer}"));
+                        }
+                    }
+                    failed
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    });
+    assert!(failures.is_empty(), "creates refused: {failures:?}");
+    let services = json_of(&b.ok(&["get", "services", "-A", "-o", "json"]));
+    let mut by_ip: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for s in services["items"].as_array().unwrap() {
+        let ip = s["spec"]["clusterIP"].as_str().unwrap().to_string();
+        let name = format!(
+            "{}/{}",
+            s["metadata"]["namespace"].as_str().unwrap(),
+            s["metadata"]["name"].as_str().unwrap()
+        );
+        by_ip.entry(ip).or_default().push(name);
+    }
+    let shared: Vec<_> = by_ip.iter().filter(|(_, names)| names.len() > 1).collect();
+    assert!(
+        shared.is_empty(),
+        "cluster IPs held by more than one Service: {shared:?}"
+    );
+    assert_eq!(by_ip.len(), 4 * PER_CLIENT + 1, "{by_ip:?}");
+    let addresses = json_of(&a.ok(&["get", "ipaddresses", "-o", "json"]));
+    let held: std::collections::BTreeMap<String, String> = addresses["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let p = &a["spec"]["parentRef"];
+            (
+                a["metadata"]["name"].as_str().unwrap().to_string(),
+                format!(
+                    "{}/{}",
+                    p["namespace"].as_str().unwrap(),
+                    p["name"].as_str().unwrap()
+                ),
+            )
+        })
+        .collect();
+    let want: std::collections::BTreeMap<String, String> = by_ip
+        .into_iter()
+        .map(|(ip, mut names)| (ip, names.remove(0)))
+        .collect();
+    assert_eq!(held, want, "one IPAddress per Service, naming it");
+
+    a.ok(&[
+        "delete",
+        "services",
+        "-n",
+        "default",
+        "--field-selector",
+        "metadata.name!=kubernetes",
+    ]);
+    eventually(WAIT, "every deleted Service's IPAddress to be gone", || {
+        let left = b.ok(&["get", "ipaddresses", "-o", "name"]);
+        (left.trim() == "ipaddress.networking.k8s.io/10.96.0.1").then_some(())
+    });
+}

@@ -13,6 +13,7 @@ pub mod event_ttl;
 pub mod events;
 pub mod eviction;
 pub mod gc;
+pub mod ipaddress;
 pub mod limit_range;
 pub mod namespace;
 pub mod pod_strategy;
@@ -354,6 +355,7 @@ impl Registry {
             }
         }
         service::bootstrap(self).await?;
+        ipaddress::repair(self).await?;
         builtin_kinds::bootstrap(self).await?;
         rbac::bootstrap(self).await
     }
@@ -567,11 +569,13 @@ impl Registry {
             None
         };
 
-        let _alloc = if info.plural == "services" && info.group.is_empty() {
+        let is_service = (info.group, info.plural) == ("", "services");
+        let _alloc = if is_service {
             Some(self.allocator.lock().await)
         } else {
             None
         };
+        let requested_ip = is_service && ipaddress::cluster_ip(&obj).is_some();
         self.prepare_create(info, &mut obj)?;
         if (info.group, info.plural) == ("", "pods") {
             // LimitRanger, mutating: after the scheme defaults, as upstream's admission runs after decoding.
@@ -604,6 +608,12 @@ impl Registry {
         }
         let key = info.key(ns.as_deref(), &name);
         let dry_run = opts.dry_run;
+        let service_ns = ns.as_deref().unwrap_or("default");
+        let reserved = if is_service && !dry_run && self.storage.get(&key).is_none() {
+            ipaddress::reserve(self, &mut obj, service_ns, requested_ip).await?
+        } else {
+            None
+        };
         let mut obj = Reusable::new(obj, &self.storage);
         let written = self
             .storage
@@ -622,7 +632,16 @@ impl Registry {
                     Decision::Put(obj.take())
                 })
             })
-            .await?;
+            .await;
+        let written = match written {
+            Ok(w) => w,
+            Err(e) => {
+                if let Some(ip) = reserved {
+                    ipaddress::release(self, &ip, service_ns, &name).await;
+                }
+                return Err(e);
+            }
+        };
         Ok(view(info, &written.object))
     }
 
@@ -760,6 +779,7 @@ impl Registry {
                 self.decide_update(info, old, new.take(), subresource, opts)
             })
             .await?;
+        ipaddress::after_write(self, info, &written).await;
         Ok(view(info, &written.object))
     }
 
@@ -999,6 +1019,7 @@ impl Registry {
                 }
             })
             .await?;
+        ipaddress::after_write(self, info, &written).await;
         Ok(view(info, &written.object))
     }
 
@@ -1076,6 +1097,7 @@ impl Registry {
                 self.decide_update(info, old, new, subresource, &opts)
             })
             .await?;
+        ipaddress::after_write(self, info, &written).await;
         Ok((view(info, &written.object), false))
     }
 
@@ -1159,6 +1181,7 @@ impl Registry {
             .storage
             .write(&key, |current| self.decide_delete(info, name, current, opts))
             .await?;
+        ipaddress::after_write(self, info, &written).await;
         Ok(Written {
             object: view(info, &written.object),
             event: written.event,

@@ -57,6 +57,50 @@ fn used(registry: &Registry) -> (HashSet<String>, HashSet<i64>) {
     (ips, ports)
 }
 
+/// The first free address in dynamic order, skipping `used`.
+fn first_free(used: &HashSet<String>) -> Result<String, ApiError> {
+    dynamic_offsets(SERVICE_CIDR_SIZE)
+        .map(|i| Ipv4Addr::from(SERVICE_CIDR_BASE + i).to_string())
+        .find(|ip| !used.contains(ip))
+        .ok_or_else(|| ApiError::internal("the service IP range is full"))
+}
+
+fn set_ip(spec: &mut Value, ip: &str) {
+    spec["clusterIP"] = json!(ip);
+    spec["clusterIPs"] = json!([ip]);
+}
+
+/// A dynamically allocated IP was reserved by another API server first: the next free one, not in `lost`.
+pub(super) fn reallocate(
+    registry: &Registry,
+    service: &mut Value,
+    lost: &HashSet<String>,
+) -> Result<(), ApiError> {
+    let (mut used, _) = used(registry);
+    used.extend(super::ipaddress::reserved(registry));
+    used.extend(lost.iter().cloned());
+    let ip = first_free(&used)?;
+    set_ip(&mut service["spec"], &ip);
+    Ok(())
+}
+
+/// 422 for a requested cluster IP another Service holds (upstream's message).
+pub(super) fn ip_taken(service: &Value, ip: &str) -> ApiError {
+    ApiError::invalid(
+        "Service",
+        "",
+        service
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        &[crate::error::FieldError::invalid(
+            "spec.clusterIPs",
+            &json!([ip]),
+            &format!("failed to allocate IP {ip}: provided IP is already allocated"),
+        )],
+    )
+}
+
 /// Defaulting and allocation on create. The registry holds its allocation lock around this and the write.
 pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiError> {
     obj.as_object_mut().map(|o| o.remove("status"));
@@ -81,25 +125,14 @@ pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiErr
             .unwrap_or("")
             .to_string();
         if want.is_empty() {
-            let ip = dynamic_offsets(SERVICE_CIDR_SIZE)
-                .map(|i| Ipv4Addr::from(SERVICE_CIDR_BASE + i).to_string())
-                .find(|ip| !ips.contains(ip))
-                .ok_or_else(|| ApiError::internal("the service IP range is full"))?;
-            spec["clusterIP"] = json!(ip);
-            spec["clusterIPs"] = json!([ip]);
+            // Skip IPs reserved by any API server, whose Services may not be written yet.
+            let mut ips = ips.clone();
+            ips.extend(super::ipaddress::reserved(registry));
+            let ip = first_free(&ips)?;
+            set_ip(spec, &ip);
         } else if want != "None" && ips.contains(&want) {
-            return Err(ApiError::invalid(
-                "Service",
-                "",
-                obj.pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or(""),
-                &[crate::error::FieldError::invalid(
-                    "spec.clusterIPs",
-                    &json!([want]),
-                    &format!("failed to allocate IP {want}: provided IP is already allocated"),
-                )],
-            ));
+            let name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+            return Err(ip_taken(&json!({"metadata": {"name": name}}), &want));
         } else {
             spec["clusterIPs"] = json!([want]);
         }

@@ -1223,3 +1223,166 @@ fn a_full_disk_is_507_insufficient_storage_and_other_refusals_503() {
     let e = ApiError::from(StoreError::Unavailable("the storage engine failed".into()));
     assert_eq!((e.code, e.reason), (503, "ServiceUnavailable"));
 }
+
+fn service(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec})
+}
+
+fn ip_address_of(r: &Registry, ip: &str) -> Result<Value, ApiError> {
+    let ips = resources::find("networking.k8s.io", "v1", "ipaddresses").unwrap();
+    r.get(ips, None, ip).map(|a| a.value())
+}
+
+#[tokio::test]
+async fn a_service_holds_its_cluster_ip_with_an_ip_address_that_goes_with_it() {
+    let r = registry().await;
+    let svc = info("services");
+    let parent =
+        |name: &str| json!({"group": "", "resource": "services", "namespace": "default", "name": name});
+    let k = ip_address_of(&r, "10.96.0.1").unwrap();
+    assert_eq!(k["spec"]["parentRef"], parent("kubernetes"));
+    assert_eq!(
+        k["metadata"]["labels"]["ipaddress.kubernetes.io/managed-by"],
+        "ipallocator.k8s.io"
+    );
+    let ports = json!({"ports": [{"port": 80}]});
+    let web = r
+        .create(svc, Some("default"), service("web", ports.clone()), &opts())
+        .await
+        .unwrap();
+    assert_eq!(web.value()["spec"]["clusterIP"], "10.96.1.0");
+    assert_eq!(
+        ip_address_of(&r, "10.96.1.0").unwrap()["spec"]["parentRef"],
+        parent("web")
+    );
+
+    // A requested IP another Service holds: 422, and nothing written.
+    let mut taken = ports.clone();
+    taken["clusterIP"] = json!("10.96.1.0");
+    let e = r
+        .create(svc, Some("default"), service("copy", taken), &opts())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 422, "{}", e.message);
+    assert!(
+        e.message.contains("provided IP is already allocated"),
+        "{}",
+        e.message
+    );
+
+    // Another API server's reservation, its Service not written yet: dynamic allocation passes it by, and a
+    // request for it is refused.
+    let ips = resources::find("networking.k8s.io", "v1", "ipaddresses").unwrap();
+    let theirs = json!({"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress", "metadata": {"name": "10.96.1.1"},
+                        "spec": {"parentRef": parent("elsewhere")}});
+    r.create(ips, None, theirs, &opts()).await.unwrap();
+    let next = r
+        .create(svc, Some("default"), service("next", ports.clone()), &opts())
+        .await
+        .unwrap();
+    assert_eq!(next.value()["spec"]["clusterIP"], "10.96.1.2");
+    let mut wanted = ports.clone();
+    wanted["clusterIP"] = json!("10.96.1.1");
+    let e = r
+        .create(svc, Some("default"), service("want", wanted.clone()), &opts())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 422, "{}", e.message);
+
+    // Left over by a crash between the two writes (old, its Service gone): taken over.
+    let key = ips.key(None, "10.96.1.1");
+    r.storage()
+        .write(&key, |cur| {
+            let mut v = cur.unwrap().value();
+            v["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+            Ok::<_, ApiError>(Decision::Put(v))
+        })
+        .await
+        .unwrap();
+    r.create(svc, Some("default"), service("want", wanted), &opts())
+        .await
+        .unwrap();
+    assert_eq!(
+        ip_address_of(&r, "10.96.1.1").unwrap()["spec"]["parentRef"],
+        parent("want")
+    );
+
+    // Headless and dry-run creates hold nothing.
+    let headless = r
+        .create(
+            svc,
+            Some("default"),
+            service("headless", json!({"clusterIP": "None"})),
+            &opts(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(headless.value()["spec"]["clusterIP"], "None");
+    let dry = WriteOptions {
+        dry_run: true,
+        ..opts()
+    };
+    let preview = r
+        .create(svc, Some("default"), service("dry", ports.clone()), &dry)
+        .await
+        .unwrap();
+    let preview_ip = preview.value()["spec"]["clusterIP"].as_str().unwrap().to_string();
+    assert!(
+        ip_address_of(&r, &preview_ip).is_err(),
+        "a dry run reserved {preview_ip}"
+    );
+
+    // Deleted: the IP is released. Deleted once its last finalizer goes (a patch): released too.
+    r.delete(svc, Some("default"), "web", &DeleteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(ip_address_of(&r, "10.96.1.0").unwrap_err().code, 404);
+    let held = json!({"apiVersion": "v1", "kind": "Service",
+                      "metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "spec": ports});
+    let held = r.create(svc, Some("default"), held, &opts()).await.unwrap();
+    let held_ip = held.value()["spec"]["clusterIP"].as_str().unwrap().to_string();
+    r.delete(svc, Some("default"), "held", &DeleteOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        ip_address_of(&r, &held_ip).is_ok(),
+        "still held while the Service waits for its finalizer"
+    );
+    r.patch(
+        svc,
+        Some("default"),
+        "held",
+        None,
+        (PatchType::Merge, br#"{"metadata": {"finalizers": null}}"#),
+        &opts(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ip_address_of(&r, &held_ip).unwrap_err().code, 404);
+}
+
+#[tokio::test]
+async fn bootstrap_gives_services_from_before_the_allocator_their_ip_addresses() {
+    let r = registry().await;
+    let ips = resources::find("networking.k8s.io", "v1", "ipaddresses").unwrap();
+    let s = r
+        .create(
+            info("services"),
+            Some("default"),
+            service("old", json!({"ports": [{"port": 80}]})),
+            &opts(),
+        )
+        .await
+        .unwrap();
+    let ip = s.value()["spec"]["clusterIP"].as_str().unwrap().to_string();
+    r.storage()
+        .write(&ips.key(None, &ip), |_| Ok::<_, ApiError>(Decision::Delete))
+        .await
+        .unwrap();
+    assert!(ip_address_of(&r, &ip).is_err());
+    r.bootstrap().await.unwrap();
+    assert_eq!(
+        ip_address_of(&r, &ip).unwrap()["spec"]["parentRef"]["name"],
+        "old"
+    );
+}
