@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use super::api::{fan_out, pod, serial_version_gets};
+use super::api::{concurrent_creates, fan_out, pod, serial_version_gets};
 use super::{BenchArgs, client, ms, percentile, start_with};
 
 pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
@@ -66,6 +66,11 @@ pub(super) async fn run(args: &BenchArgs, dir: &Path) -> anyhow::Result<()> {
         ms(percentile(&lat, 0.99)),
         ms(version)
     );
+
+    // Eight clients at once through B (DATA/kubeconfig is B's now): writes of different keys go to etcd
+    // concurrently, where etcd commits them together.
+    print!("etcd store, ");
+    concurrent_creates(&b.kubeconfig, "bench", 8, n / 8, Some(b.child.id()), "").await?;
 
     // Watchers on B, writes through A.
     let pods_b: Api<Pod> = Api::namespaced(cb.clone(), "bench");
