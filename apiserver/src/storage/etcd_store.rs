@@ -54,8 +54,9 @@ pub struct EtcdConfig {
 pub(super) struct Etcd {
     pub(super) client: etcd::Client,
     objects: Vec<u8>,
-    /// Serialises this server's writes (their decisions read the pending view).
-    pub(super) writer: tokio::sync::Mutex<()>,
+    /// Serialises this server's writes of one key (their decisions read the pending view); writes of
+    /// different keys go to etcd concurrently.
+    pub(super) writers: super::key_lock::KeyLocks,
     /// The watch runs and etcd answered its last call.
     pub(super) healthy: AtomicBool,
     /// One marker write at a time; the readers waiting meanwhile share it.
@@ -123,7 +124,7 @@ impl Etcd {
         let etcd = Etcd {
             client,
             objects: format!("{prefix}/objects/").into_bytes(),
-            writer: tokio::sync::Mutex::new(()),
+            writers: Default::default(),
             healthy: AtomicBool::new(true),
             marking: tokio::sync::Mutex::new(()),
             marked: AtomicU64::new(0),
@@ -629,7 +630,7 @@ mod tests {
         let etcd = Etcd {
             client: etcd::Client::new(&["http://127.0.0.1:2379".into()], None).unwrap(),
             objects: b"/kubeling/objects/".to_vec(),
-            writer: tokio::sync::Mutex::new(()),
+            writers: Default::default(),
             healthy: AtomicBool::new(true),
             marking: tokio::sync::Mutex::new(()),
             marked: AtomicU64::new(0),

@@ -21,6 +21,7 @@
 mod etcd_store;
 #[cfg(test)]
 mod faulty;
+mod key_lock;
 mod memory;
 mod sled_store;
 
@@ -676,7 +677,7 @@ impl Storage {
     where
         E: From<StoreError>,
     {
-        let guard = etcd.writer.lock().await;
+        let guard = etcd.writers.lock(key).await;
         if self.inner.stop.is_cancelled() {
             return Err(Lost::Refused(StoreError::Closed.into()));
         }
