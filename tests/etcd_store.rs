@@ -680,11 +680,12 @@ fn an_api_server_reaches_etcd_over_tls_with_a_client_certificate() {
     assert_eq!(readyz(&a), 200);
 }
 
-/// Each API server serialises its own cluster IP allocation; across servers the IPAddress object named by
-/// the IP decides (upstream's allocator). Services created at once through two API servers on one etcd all
-/// get different IPs, each held by its IPAddress, and their IPs are released when they are deleted.
+/// Each API server serialises its own cluster IP and node port allocation; across servers the IPAddress
+/// object named by the IP (upstream's allocator) and a record per node port decide. Services created at
+/// once through two API servers on one etcd all get different IPs and node ports, each IP held by its
+/// IPAddress, and their IPs are released when they are deleted.
 #[test]
-fn services_created_at_once_through_two_api_servers_never_share_a_cluster_ip() {
+fn services_created_at_once_through_two_api_servers_never_share_a_cluster_ip_or_node_port() {
     let etcd = Etcd::start().expect("etcd (./test.sh installs etcd-server when missing)");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
@@ -700,7 +701,7 @@ fn services_created_at_once_through_two_api_servers_never_share_a_cluster_ip() {
                     let mut failed = Vec::new();
                     for i in 0..PER_CLIENT {
                         let body = format!(
-                            r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"s-{client}-{i}"}},"spec":{{"ports":[{{"port":80}}]}}}}"#
+                            r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"s-{client}-{i}"}},"spec":{{"type":"NodePort","ports":[{{"port":80}}]}}}}"#
                         );
                         let (code, answer) = c.curl(
                             "POST",
@@ -735,6 +736,24 @@ fn services_created_at_once_through_two_api_servers_never_share_a_cluster_ip() {
     assert!(
         shared.is_empty(),
         "cluster IPs held by more than one Service: {shared:?}"
+    );
+    let mut node_ports: Vec<i64> = services["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["spec"]["ports"][0]["nodePort"].as_i64())
+        .collect();
+    assert_eq!(
+        node_ports.len(),
+        4 * PER_CLIENT,
+        "every NodePort Service has a node port"
+    );
+    node_ports.sort();
+    node_ports.dedup();
+    assert_eq!(
+        node_ports.len(),
+        4 * PER_CLIENT,
+        "node ports held by more than one Service"
     );
     assert_eq!(by_ip.len(), 4 * PER_CLIENT + 1, "{by_ip:?}");
     let addresses = json_of(&a.ok(&["get", "ipaddresses", "-o", "json"]));

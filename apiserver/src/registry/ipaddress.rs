@@ -22,8 +22,8 @@ const IP_FAMILY_LABEL: &str = "ipaddress.kubernetes.io/ip-family";
 const MANAGED_BY_LABEL: &str = "ipaddress.kubernetes.io/managed-by";
 const ALLOCATOR: &str = "ipallocator.k8s.io";
 
-/// How many IPs one create tries before giving up (each lost to another server's Service).
-const ATTEMPTS: usize = 16;
+/// How many IPs (or node ports) one create tries before giving up (each lost to another server's Service).
+pub(super) const ATTEMPTS: usize = 16;
 
 fn info() -> &'static super::ResourceInfo {
     resources::find("networking.k8s.io", "v1", "ipaddresses").expect("ipaddresses are served")
@@ -41,8 +41,8 @@ pub fn cluster_ip(service: &Value) -> Option<&str> {
         .filter(|ip| !ip.is_empty() && *ip != "None")
 }
 
-/// The Service (namespace, name) an IPAddress names as its parent.
-fn parent(ip_address: &Value) -> Option<(&str, &str)> {
+/// The Service (namespace, name) an IPAddress (or a node port's reservation) names as its parent.
+pub(super) fn parent(ip_address: &Value) -> Option<(&str, &str)> {
     let p = ip_address.pointer("/spec/parentRef")?;
     if p.get("resource").and_then(Value::as_str) != Some("services") {
         return None;
@@ -65,7 +65,7 @@ fn ip_address(ip: &str, ns: &str, name: &str) -> Value {
 
 /// What [`hold`] found.
 #[derive(Debug, PartialEq, Eq)]
-enum Hold {
+pub(super) enum Hold {
     /// This call created the IPAddress.
     Created,
     /// The Service already had it.
@@ -77,11 +77,11 @@ enum Hold {
 /// An IPAddress whose Service does not hold its IP is left over (a crash between the IPAddress's write and
 /// the Service's) only once it is this old; a younger one is another API server's reservation whose
 /// Service is still being written.
-const STALE_AFTER: jiff::SignedDuration = jiff::SignedDuration::from_secs(30);
+pub(super) const STALE_AFTER: jiff::SignedDuration = jiff::SignedDuration::from_secs(30);
 
 /// What to do about an existing IPAddress of the IP wanted by the Service `want` (namespace, name).
 #[derive(Debug, PartialEq, Eq)]
-enum Existing {
+pub(super) enum Existing {
     /// It names `want`.
     Ours,
     /// Another Service's.
@@ -92,7 +92,7 @@ enum Existing {
 
 /// Decide on an existing IPAddress: `parent` the Service it names, `parent_holds` whether that Service
 /// exists with this IP, `age` how long ago it was created (None: unknown, taken as new).
-fn decide(
+pub(super) fn decide(
     want: (&str, &str),
     parent: Option<(&str, &str)>,
     parent_holds: bool,
@@ -114,7 +114,7 @@ fn holds(registry: &Registry, ns: &str, name: &str, ip: &str) -> bool {
         .is_some_and(|s| cluster_ip(&s.value()) == Some(ip))
 }
 
-fn age(obj: &Value) -> Option<jiff::SignedDuration> {
+pub(super) fn age(obj: &Value) -> Option<jiff::SignedDuration> {
     let created: jiff::Timestamp = meta_str(obj, "creationTimestamp")?.parse().ok()?;
     Some(jiff::Timestamp::now().duration_since(created))
 }
@@ -202,25 +202,6 @@ pub(super) async fn release(registry: &Registry, ip: &str, ns: &str, name: &str)
         && e.code != 404
     {
         tracing::warn!(ip, error = %e.message, "releasing a cluster IP");
-    }
-}
-
-/// After a write of a Service: release its IP when the write deleted it.
-pub(super) async fn after_write(
-    registry: &Registry,
-    info: &super::ResourceInfo,
-    written: &crate::storage::Written,
-) {
-    if (info.group, info.plural) != ("", "services")
-        || written.event != Some(crate::watch::EventType::Deleted)
-    {
-        return;
-    }
-    let service = written.object.value();
-    if let Some(ip) = cluster_ip(&service) {
-        let ns = meta_str(&service, "namespace").unwrap_or("");
-        let name = meta_str(&service, "name").unwrap_or("");
-        release(registry, ip, ns, name).await;
     }
 }
 

@@ -16,6 +16,7 @@ pub mod gc;
 pub mod ipaddress;
 pub mod limit_range;
 pub mod namespace;
+pub mod nodeport;
 pub mod pod_strategy;
 pub mod quota;
 pub mod rbac;
@@ -356,6 +357,7 @@ impl Registry {
         }
         service::bootstrap(self).await?;
         ipaddress::repair(self).await?;
+        nodeport::repair(self).await?;
         builtin_kinds::bootstrap(self).await?;
         rbac::bootstrap(self).await
     }
@@ -576,6 +578,15 @@ impl Registry {
             None
         };
         let requested_ip = is_service && ipaddress::cluster_ip(&obj).is_some();
+        let requested_ports: std::collections::HashSet<usize> = obj
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .filter(|(_, p)| p.get("nodePort").and_then(Value::as_i64).is_some_and(|n| n != 0))
+            .map(|(i, _)| i)
+            .collect();
         self.prepare_create(info, &mut obj)?;
         if (info.group, info.plural) == ("", "pods") {
             // LimitRanger, mutating: after the scheme defaults, as upstream's admission runs after decoding.
@@ -609,10 +620,19 @@ impl Registry {
         let key = info.key(ns.as_deref(), &name);
         let dry_run = opts.dry_run;
         let service_ns = ns.as_deref().unwrap_or("default");
-        let reserved = if is_service && !dry_run && self.storage.get(&key).is_none() {
-            ipaddress::reserve(self, &mut obj, service_ns, requested_ip).await?
+        let (reserved_ip, reserved_ports) = if is_service && !dry_run && self.storage.get(&key).is_none() {
+            let ip = ipaddress::reserve(self, &mut obj, service_ns, requested_ip).await?;
+            match nodeport::reserve(self, &mut obj, service_ns, &requested_ports).await {
+                Ok(ports) => (ip, ports),
+                Err(e) => {
+                    if let Some(ip) = ip {
+                        ipaddress::release(self, &ip, service_ns, &name).await;
+                    }
+                    return Err(e);
+                }
+            }
         } else {
-            None
+            (None, Vec::new())
         };
         let mut obj = Reusable::new(obj, &self.storage);
         let written = self
@@ -636,9 +656,10 @@ impl Registry {
         let written = match written {
             Ok(w) => w,
             Err(e) => {
-                if let Some(ip) = reserved {
+                if let Some(ip) = reserved_ip {
                     ipaddress::release(self, &ip, service_ns, &name).await;
                 }
+                nodeport::release(self, &reserved_ports, service_ns, &name).await;
                 return Err(e);
             }
         };
@@ -779,7 +800,7 @@ impl Registry {
                 self.decide_update(info, old, new.take(), subresource, opts)
             })
             .await?;
-        ipaddress::after_write(self, info, &written).await;
+        service::after_write(self, info, &written).await;
         Ok(view(info, &written.object))
     }
 
@@ -1019,7 +1040,7 @@ impl Registry {
                 }
             })
             .await?;
-        ipaddress::after_write(self, info, &written).await;
+        service::after_write(self, info, &written).await;
         Ok(view(info, &written.object))
     }
 
@@ -1097,7 +1118,7 @@ impl Registry {
                 self.decide_update(info, old, new, subresource, &opts)
             })
             .await?;
-        ipaddress::after_write(self, info, &written).await;
+        service::after_write(self, info, &written).await;
         Ok((view(info, &written.object), false))
     }
 
@@ -1181,7 +1202,7 @@ impl Registry {
             .storage
             .write(&key, |current| self.decide_delete(info, name, current, opts))
             .await?;
-        ipaddress::after_write(self, info, &written).await;
+        service::after_write(self, info, &written).await;
         Ok(Written {
             object: view(info, &written.object),
             event: written.event,

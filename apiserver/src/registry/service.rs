@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 
 use serde_json::{Value, json};
 
-use super::{Registry, Selection, WriteOptions, resources};
+use super::{Registry, Selection, WriteOptions, ipaddress, meta_str, nodeport, resources};
 use crate::error::ApiError;
 
 const SERVICE_CIDR_BASE: u32 = u32::from_be_bytes([10, 96, 0, 0]);
@@ -33,7 +33,8 @@ fn dynamic_offsets(size: u32) -> impl Iterator<Item = u32> {
         .filter(|&i| i != 1 && i != DNS_SERVICE_INDEX)
 }
 
-fn used(registry: &Registry) -> (HashSet<String>, HashSet<i64>) {
+/// The cluster IPs and node ports the stored Services hold.
+pub(super) fn used(registry: &Registry) -> (HashSet<String>, HashSet<i64>) {
     let info = resources::find("", "v1", "services").expect("services are served");
     let all = registry.list(info, None, &Selection::default(), None, None);
     let mut ips = HashSet::new();
@@ -144,28 +145,72 @@ pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiErr
             .unwrap_or(json!("Cluster"));
     }
     if ty == "NodePort" || ty == "LoadBalancer" {
-        let mut taken = node_ports;
         spec["externalTrafficPolicy"] = spec
             .get("externalTrafficPolicy")
             .cloned()
             .unwrap_or(json!("Cluster"));
+        let named =
+            json!({"metadata": {"name": obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null)}});
+        let spec = &mut obj["spec"];
+        // Requested ports: in the range, and not another Service's (one Service may name a port twice, for
+        // TCP and UDP).
+        let mut requested = Vec::new();
+        for (index, p) in spec
+            .get("ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if let Some(port) = p.get("nodePort").and_then(Value::as_i64) {
+                if !nodeport::RANGE.contains(&port) {
+                    return Err(nodeport::out_of_range(&named, index, port));
+                }
+                if node_ports.contains(&port) {
+                    return Err(nodeport::taken(&named, index, port));
+                }
+                requested.push(port);
+            }
+        }
+        // Dynamic ports skip what any Service holds, what any API server reserved, and the requested ones.
+        let mut taken = node_ports;
+        taken.extend(nodeport::reserved(registry));
+        taken.extend(requested);
         for p in spec
             .get_mut("ports")
             .and_then(Value::as_array_mut)
             .into_iter()
             .flatten()
         {
-            if p.get("nodePort").and_then(Value::as_i64).is_none() {
-                // Upstream: --service-node-port-range 30000-32767.
-                let port = (30000..=32767).find(|n| !taken.contains(n));
-                if let Some(port) = port {
-                    taken.insert(port);
-                    p["nodePort"] = json!(port);
-                }
+            if p.get("nodePort").and_then(Value::as_i64).is_none()
+                && let Some(port) = nodeport::RANGE.clone().find(|n| !taken.contains(n))
+            {
+                taken.insert(port);
+                p["nodePort"] = json!(port);
             }
         }
     }
     Ok(())
+}
+
+/// After a write of a Service: release its cluster IP and node ports when the write deleted it.
+pub(super) async fn after_write(
+    registry: &Registry,
+    info: &super::ResourceInfo,
+    written: &crate::storage::Written,
+) {
+    if (info.group, info.plural) != ("", "services")
+        || written.event != Some(crate::watch::EventType::Deleted)
+    {
+        return;
+    }
+    let service = written.object.value();
+    let ns = meta_str(&service, "namespace").unwrap_or("");
+    let name = meta_str(&service, "name").unwrap_or("");
+    if let Some(ip) = ipaddress::cluster_ip(&service) {
+        ipaddress::release(registry, ip, ns, name).await;
+    }
+    nodeport::release(registry, &nodeport::node_ports(&service), ns, name).await;
 }
 
 fn default_spec(spec: &mut Value) {

@@ -1386,3 +1386,132 @@ async fn bootstrap_gives_services_from_before_the_allocator_their_ip_addresses()
         "old"
     );
 }
+
+fn node_port_record(r: &Registry, port: i64) -> Option<Value> {
+    r.storage()
+        .get(&format!("kubeling.io/servicenodeports//{port}"))
+        .map(|s| s.value())
+}
+
+#[tokio::test]
+async fn node_ports_are_checked_and_held_by_records_that_go_with_the_service() {
+    let r = registry().await;
+    let svc = info("services");
+    let node_port = |port: Option<i64>| {
+        let mut p = json!({"port": 80});
+        if let Some(n) = port {
+            p["nodePort"] = json!(n);
+        }
+        json!({"type": "NodePort", "ports": [p]})
+    };
+    let first = r
+        .create(svc, Some("default"), service("first", node_port(None)), &opts())
+        .await
+        .unwrap();
+    assert_eq!(first.value()["spec"]["ports"][0]["nodePort"], 30000);
+    assert_eq!(
+        node_port_record(&r, 30000).unwrap()["spec"]["parentRef"]["name"],
+        "first"
+    );
+
+    // Requested: in the range, and free (upstream's messages, on spec.ports[i].nodePort).
+    for (port, message) in [
+        (
+            30000,
+            "spec.ports[0].nodePort: Invalid value: 30000: provided port is already allocated",
+        ),
+        (
+            8080,
+            "spec.ports[0].nodePort: Invalid value: 8080: provided port is not in the valid range. The range of \
+             valid ports is 30000-32767",
+        ),
+    ] {
+        let e = r
+            .create(
+                svc,
+                Some("default"),
+                service("clash", node_port(Some(port))),
+                &opts(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, 422, "{}", e.message);
+        assert!(e.message.contains(message), "{}", e.message);
+    }
+    assert!(r.get(svc, Some("default"), "clash").is_err());
+
+    // Another API server's reservation, its Service not written yet: passed by, and refused when asked for.
+    r.storage()
+        .write("kubeling.io/servicenodeports//30001", |_| {
+            Ok::<_, ApiError>(Decision::Put(json!({
+                "metadata": {"name": "30001", "creationTimestamp": now_rfc3339()},
+                "spec": {"parentRef": {"resource": "services", "namespace": "default", "name": "elsewhere"}},
+            })))
+        })
+        .await
+        .unwrap();
+    let second = r
+        .create(svc, Some("default"), service("second", node_port(None)), &opts())
+        .await
+        .unwrap();
+    assert_eq!(second.value()["spec"]["ports"][0]["nodePort"], 30002);
+    let e = r
+        .create(
+            svc,
+            Some("default"),
+            service("wants", node_port(Some(30001))),
+            &opts(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 422, "{}", e.message);
+    assert!(
+        e.message.contains("provided port is already allocated"),
+        "{}",
+        e.message
+    );
+    // Its cluster IP was released with the refusal.
+    let ips = resources::find("networking.k8s.io", "v1", "ipaddresses").unwrap();
+    let held: Vec<String> = r
+        .list(ips, None, &Selection::default(), None, None)
+        .items
+        .iter()
+        .map(|a| {
+            a.value()["spec"]["parentRef"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert!(!held.contains(&"wants".to_string()), "{held:?}");
+
+    // A dry run holds nothing; a deleted Service's ports are released.
+    let dry = WriteOptions {
+        dry_run: true,
+        ..opts()
+    };
+    let preview = r
+        .create(svc, Some("default"), service("dry", node_port(None)), &dry)
+        .await
+        .unwrap();
+    assert_eq!(preview.value()["spec"]["ports"][0]["nodePort"], 30003);
+    assert!(node_port_record(&r, 30003).is_none());
+    r.delete(svc, Some("default"), "first", &DeleteOptions::default())
+        .await
+        .unwrap();
+    assert!(node_port_record(&r, 30000).is_none());
+    assert!(node_port_record(&r, 30002).is_some());
+
+    // A Service from before the records gets them at start.
+    r.storage()
+        .write("kubeling.io/servicenodeports//30002", |_| {
+            Ok::<_, ApiError>(Decision::Delete)
+        })
+        .await
+        .unwrap();
+    r.bootstrap().await.unwrap();
+    assert_eq!(
+        node_port_record(&r, 30002).unwrap()["spec"]["parentRef"]["name"],
+        "second"
+    );
+}
