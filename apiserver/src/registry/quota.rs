@@ -159,11 +159,11 @@ impl Registry {
             ..Default::default()
         };
         for qname in charged {
-            self.storage
+            let charged = self
+                .storage
                 .write(&quotas_info.key(Some(ns), &qname), |current| {
-                    // Gone meanwhile: nothing to charge.
                     let Some(cur) = current else {
-                        return Ok(Decision::Keep);
+                        return Err(ApiError::not_found(quotas_info.plural, quotas_info.group, &qname));
                     };
                     match quota::charge(&cur.value(), info.group, info.plural, obj, now).map_err(refuse)? {
                         None => Ok(Decision::Keep),
@@ -174,7 +174,12 @@ impl Registry {
                         }
                     }
                 })
-                .await?;
+                .await;
+            match charged {
+                // Deleted meanwhile: nothing to charge.
+                Err(e) if e.code == 404 => {}
+                other => drop(other?),
+            }
         }
         Ok(())
     }

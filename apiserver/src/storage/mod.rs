@@ -588,7 +588,12 @@ impl Storage {
             let revision = w.revision + 1;
             let (event, change) = match decision {
                 Decision::Keep => {
-                    let object = current.expect("Keep needs an existing object");
+                    let Some(object) = current else {
+                        return Err(StoreError::Engine(format!(
+                            "nothing to keep at {key}: it does not exist"
+                        ))
+                        .into());
+                    };
                     return Ok(Written { object, event: None });
                 }
                 Decision::Preview(value) => return Ok(preview(value)),
@@ -690,7 +695,10 @@ impl Storage {
         };
         let (kind, value) = match decide(current.as_ref()).map_err(Lost::Refused)? {
             Decision::Keep => {
-                let object = current.expect("Keep needs an existing object");
+                let Some(object) = current else {
+                    let e = StoreError::Engine(format!("nothing to keep at {key}: it does not exist"));
+                    return Err(Lost::Refused(e.into()));
+                };
                 return Ok(Written { object, event: None });
             }
             Decision::Preview(value) => return Ok(preview(value)),
@@ -1044,6 +1052,13 @@ mod tests {
             .await
             .unwrap();
         assert!(w.event.is_none());
+        assert_eq!(s.revision(), 1);
+        // Keeping what is not there is an error, not a panic.
+        let e = s
+            .write::<StoreError>("k/missing", |_| Ok(Decision::Keep))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
         assert_eq!(s.revision(), 1);
     }
 
