@@ -13,10 +13,12 @@ pub(super) struct KeyLocks {
     held: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
-/// `key`'s lock, held until dropped.
+/// `key`'s lock, held until dropped. Made before the wait, so a wait given up (its future dropped, even
+/// after the lock was handed to it) still removes the key's entry when it is the last.
 pub(super) struct KeyGuard<'a> {
     locks: &'a KeyLocks,
     key: String,
+    mutex: Option<Arc<tokio::sync::Mutex<()>>>,
     guard: Option<OwnedMutexGuard<()>>,
 }
 
@@ -27,11 +29,14 @@ impl KeyLocks {
             .entry(key.to_string())
             .or_default()
             .clone();
-        KeyGuard {
+        let mut guard = KeyGuard {
             locks: self,
             key: key.to_string(),
-            guard: Some(mutex.lock_owned().await),
-        }
+            mutex: Some(mutex.clone()),
+            guard: None,
+        };
+        guard.guard = Some(mutex.lock_owned().await);
+        guard
     }
 
     #[cfg(test)]
@@ -44,6 +49,7 @@ impl Drop for KeyGuard<'_> {
     fn drop(&mut self) {
         let mut held = super::lock(&self.locks.held);
         drop(self.guard.take());
+        drop(self.mutex.take());
         // Only the map's own reference left: nobody holds or waits for the key.
         if held.get(&self.key).is_some_and(|m| Arc::strong_count(m) == 1) {
             held.remove(&self.key);
@@ -85,5 +91,29 @@ mod tests {
             .expect("the waiter gets the lock once it is free")
             .unwrap();
         assert_eq!(locks.len(), 0, "no entry outlives its holders");
+    }
+
+    #[tokio::test]
+    async fn a_wait_given_up_after_the_lock_was_handed_to_it_leaves_no_entry() {
+        let locks = Arc::new(KeyLocks::default());
+        let first = locks.lock("a").await;
+        let waiter = tokio::spawn({
+            let locks = locks.clone();
+            async move {
+                let _g = locks.lock("a").await;
+                std::future::pending::<()>().await;
+            }
+        });
+        // Let the waiter queue up, then hand it the lock and give up the wait before it runs again (this
+        // test's runtime has one thread: the waiter runs only when this task yields).
+        tokio::task::yield_now().await;
+        assert_eq!(locks.len(), 1);
+        drop(first);
+        waiter.abort();
+        let _ = waiter.await;
+        assert_eq!(locks.len(), 0);
+        // And the key can be locked again.
+        let again = tokio::time::timeout(Duration::from_secs(5), locks.lock("a")).await;
+        assert!(again.is_ok());
     }
 }
