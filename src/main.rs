@@ -419,6 +419,16 @@ async fn serve(
             .any(|p| p == "ServiceAccount"),
         event_ttl: args.event_ttl,
         store: match args.store {
+            apiserver::StoreChoice::Sled
+                if args.etcd_cafile.is_some()
+                    || args.etcd_certfile.is_some()
+                    || args.etcd_keyfile.is_some() =>
+            {
+                anyhow::bail!(
+                    "--etcd-cafile, --etcd-certfile and --etcd-keyfile are for --store etcd=https://...; the store \
+                     is sled"
+                );
+            }
             apiserver::StoreChoice::Etcd { endpoints, .. } => apiserver::StoreChoice::Etcd {
                 endpoints,
                 prefix: args.etcd_prefix,
