@@ -676,6 +676,10 @@ fn an_api_server_reaches_etcd_over_tls_with_a_client_certificate() {
     );
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("--etcd-keyfile needs --etcd-certfile"), "{err}");
+    // TLS files without etcd: refused, not ignored.
+    let (code, err) = run(&["--etcd-cafile", &ca], &tmp.path().join("sled"));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("are for --store etcd="), "{err}");
     // The running API server was not disturbed.
     assert_eq!(readyz(&a), 200);
 }
@@ -791,4 +795,50 @@ fn services_created_at_once_through_two_api_servers_never_share_a_cluster_ip_or_
         let left = b.ok(&["get", "ipaddresses", "-o", "name"]);
         (left.trim() == "ipaddress.networking.k8s.io/10.96.0.1").then_some(())
     });
+
+    // One name created through both servers at once: one create wins, and the loser's clean-up does not
+    // delete the winner's IPAddress (both servers pick the same free IP, and the reservation names the same
+    // Service).
+    for round in 0..5 {
+        let body = br#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"same"},"spec":{"type":"NodePort","ports":[{"port":80}]}}"#;
+        let codes: Vec<u16> = std::thread::scope(|s| {
+            let creates: Vec<_> = [&a, &b]
+                .into_iter()
+                .map(|c| {
+                    s.spawn(move || {
+                        c.curl(
+                            "POST",
+                            "/api/v1/namespaces/default/services",
+                            Some(&c.token()),
+                            "application/json",
+                            Some(body),
+                        )
+                        .0
+                    })
+                })
+                .collect();
+            creates.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        let mut sorted = codes.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![201, 409], "round {round}: {codes:?}");
+        let same = json_of(&a.ok(&["get", "service", "same", "-o", "json"]));
+        let ip = same["spec"]["clusterIP"].as_str().unwrap().to_string();
+        let held = json_of(&b.ok(&["get", "ipaddress", &ip, "-o", "json"]));
+        assert_eq!(held["spec"]["parentRef"]["name"], "same", "round {round}: {held}");
+        // Its node port is its own: another Service asking for it is refused.
+        let port = same["spec"]["ports"][0]["nodePort"].as_i64().unwrap();
+        let clash = format!(
+            r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"clash"}},"spec":{{"type":"NodePort","ports":[{{"port":80,"nodePort":{port}}}]}}}}"#
+        );
+        let (code, answer) = b.curl(
+            "POST",
+            "/api/v1/namespaces/default/services",
+            Some(&b.token()),
+            "application/json",
+            Some(clash.as_bytes()),
+        );
+        assert_eq!(code, 422, "round {round}: {answer}");
+        a.ok(&["delete", "service", "same"]);
+    }
 }

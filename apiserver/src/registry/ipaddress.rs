@@ -90,20 +90,45 @@ pub(super) enum Existing {
     Stale,
 }
 
-/// Decide on an existing IPAddress: `parent` the Service it names, `parent_holds` whether that Service
-/// exists with this IP, `age` how long ago it was created (None: unknown, taken as new).
-pub(super) fn decide(
-    want: (&str, &str),
-    parent: Option<(&str, &str)>,
-    parent_holds: bool,
-    age: Option<jiff::SignedDuration>,
-) -> Existing {
-    match parent {
+/// What is known of an existing IPAddress (or node port record).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Found<'a> {
+    /// The Service it names.
+    pub(super) parent: Option<(&'a str, &'a str)>,
+    /// That Service exists and holds the IP (or port).
+    pub(super) parent_holds: bool,
+    /// How long ago it was created (None: unknown, taken as new).
+    pub(super) age: Option<jiff::SignedDuration>,
+    /// The allocator made it (an IPAddress a user made for something else is never taken over).
+    pub(super) managed: bool,
+}
+
+/// No Service: what [`decide`] is asked on behalf of when only staleness matters.
+pub(super) const NOBODY: (&str, &str) = ("", "\0");
+
+/// Decide on an existing IPAddress (or record) of the IP (or port) the Service `want` (namespace, name)
+/// asks for.
+pub(super) fn decide(want: (&str, &str), found: Found<'_>) -> Existing {
+    match found.parent {
         Some(p) if p == want => Existing::Ours,
-        _ if parent_holds => Existing::Theirs,
-        _ if age.is_some_and(|a| a >= STALE_AFTER) => Existing::Stale,
+        _ if found.parent_holds || !found.managed => Existing::Theirs,
+        _ if found.age.is_some_and(|a| a >= STALE_AFTER) => Existing::Stale,
         _ => Existing::Theirs,
     }
+}
+
+/// [`decide`] on an existing IPAddress of `ip`.
+fn examine(registry: &Registry, existing: &Value, ip: &str, want: (&str, &str)) -> Existing {
+    let parent = parent(existing);
+    decide(
+        want,
+        Found {
+            parent,
+            parent_holds: parent.is_some_and(|(pns, pname)| holds(registry, pns, pname, ip)),
+            age: age(existing),
+            managed: existing["metadata"]["labels"][MANAGED_BY_LABEL] == ALLOCATOR,
+        },
+    )
 }
 
 /// Whether the Service `ns/name` exists and holds `ip`.
@@ -133,9 +158,7 @@ async fn hold(registry: &Registry, ip: &str, ns: &str, name: &str) -> Result<Hol
             continue; // Released meanwhile: create again.
         };
         let existing = existing.value();
-        let parent = parent(&existing);
-        let parent_holds = parent.is_some_and(|(pns, pname)| holds(registry, pns, pname, ip));
-        match decide((ns, name), parent, parent_holds, age(&existing)) {
+        match examine(registry, &existing, ip, (ns, name)) {
             Existing::Ours => return Ok(Hold::Already),
             Existing::Theirs => return Ok(Hold::Taken),
             Existing::Stale => {
@@ -191,7 +214,9 @@ pub(super) async fn release(registry: &Registry, ip: &str, ns: &str, name: &str)
         return;
     };
     let existing = existing.value();
-    if parent(&existing) != Some((ns, name)) {
+    // Not ours, or ours again: the Service `ns/name` in the store holds the IP (another server's create of
+    // the same name won, or the Service was made again).
+    if parent(&existing) != Some((ns, name)) || holds(registry, ns, name, ip) {
         return;
     }
     let opts = DeleteOptions {
@@ -228,13 +253,18 @@ pub(super) async fn repair(registry: &Registry) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The IPs held by IPAddress objects (reserved by any API server, their Services maybe not written yet).
+/// The IPs held by IPAddress objects (reserved by any API server, their Services maybe not written yet),
+/// but for left-overs, which dynamic allocation may take over.
 pub(super) fn reserved(registry: &Registry) -> Vec<String> {
     registry
         .list(info(), None, &super::Selection::default(), None, None)
         .items
         .iter()
-        .filter_map(|a| meta_str(&a.value(), "name").map(str::to_string))
+        .filter_map(|a| {
+            let a = a.value();
+            let ip = meta_str(&a, "name")?;
+            (examine(registry, &a, ip, NOBODY) != Existing::Stale).then(|| ip.to_string())
+        })
         .collect()
 }
 
@@ -248,25 +278,38 @@ mod tests {
         let new = Some(jiff::SignedDuration::from_secs(1));
         let me = ("default", "web");
         let other = Some(("default", "db"));
-        for (parent, parent_holds, age, want) in [
-            (Some(me), true, old, Existing::Ours),
-            (Some(me), false, new, Existing::Ours),
-            (other, true, old, Existing::Theirs),
-            (other, true, new, Existing::Theirs),
+        for (parent, parent_holds, age, managed, want) in [
+            (Some(me), true, old, true, Existing::Ours),
+            (Some(me), false, new, true, Existing::Ours),
+            (other, true, old, true, Existing::Theirs),
+            (other, true, new, true, Existing::Theirs),
             // Another server's reservation whose Service is not written yet.
-            (other, false, new, Existing::Theirs),
-            (other, false, None, Existing::Theirs),
+            (other, false, new, true, Existing::Theirs),
+            (other, false, None, true, Existing::Theirs),
             // Left by a crash between the two writes.
-            (other, false, old, Existing::Stale),
-            (None, false, old, Existing::Stale),
-            (None, false, new, Existing::Theirs),
+            (other, false, old, true, Existing::Stale),
+            (None, false, old, true, Existing::Stale),
+            (None, false, new, true, Existing::Theirs),
+            // Made by a user for something else: never taken over.
+            (None, false, old, false, Existing::Theirs),
+            (other, false, old, false, Existing::Theirs),
         ] {
-            assert_eq!(
-                decide(me, parent, parent_holds, age),
-                want,
-                "{parent:?} {parent_holds} {age:?}"
-            );
+            let found = Found {
+                parent,
+                parent_holds,
+                age,
+                managed,
+            };
+            assert_eq!(decide(me, found), want, "{found:?}");
         }
+        // Staleness alone, for allocation: NOBODY is nobody's parent.
+        let left_over = Found {
+            parent: other,
+            parent_holds: false,
+            age: old,
+            managed: true,
+        };
+        assert_eq!(decide(NOBODY, left_over), Existing::Stale);
     }
 
     #[test]

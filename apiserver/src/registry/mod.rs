@@ -327,6 +327,16 @@ impl Registry {
         &self.storage
     }
 
+    /// The allocation lock, for the updates of Services: their node ports are checked and chosen under it, as
+    /// on create.
+    async fn service_allocation(&self, info: &ResourceInfo) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        if (info.group, info.plural) == ("", "services") {
+            Some(self.allocator.lock().await)
+        } else {
+            None
+        }
+    }
+
     /// Create the system namespaces and the `kubernetes` service if missing (first start).
     pub async fn bootstrap(&self) -> Result<(), ApiError> {
         // Another API server on the same etcd may be making the same objects: a lost race is a Conflict,
@@ -791,6 +801,7 @@ impl Registry {
         self.check_identity(info, ns, name, &new)?;
         let key = info.key(ns, name);
         let mut new = Reusable::new(new, &self.storage);
+        let _alloc = self.service_allocation(info).await;
         let written = self
             .storage
             .write(&key, |current| {
@@ -893,7 +904,7 @@ impl Registry {
             ("", "pods") => pod_strategy::prepare_update(&mut new, &old_value, subresource)
                 .map_err(ApiError::bad_request)?,
             ("", "namespaces") => namespace::prepare_update(&mut new, &old_value, subresource),
-            ("", "services") if !status_update => service::prepare_update(&mut new, &old_value),
+            ("", "services") if !status_update => service::prepare_update(self, &mut new, &old_value)?,
             ("apps", plural) if apps::handles(plural) => {
                 apps::prepare_update(plural, &mut new, &old_value, status_update)
             }
@@ -994,6 +1005,7 @@ impl Registry {
             }
         };
         let key = info.key(ns, name);
+        let _alloc = self.service_allocation(info).await;
         let written = self
             .storage
             .write(&key, |current| {
@@ -1099,6 +1111,7 @@ impl Registry {
                 Err(e) => return Err(e),
             }
         }
+        let _alloc = self.service_allocation(info).await;
         let written = self
             .storage
             .write(&key, |current| {

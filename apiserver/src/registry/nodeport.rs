@@ -12,7 +12,7 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use super::ipaddress::{ATTEMPTS, Existing, Hold, age, decide, parent};
+use super::ipaddress::{ATTEMPTS, Existing, Found, Hold, NOBODY, age, decide, parent};
 use super::{Registry, meta_str, resources};
 use crate::error::ApiError;
 use crate::storage::Decision;
@@ -57,6 +57,20 @@ fn holds(registry: &Registry, ns: &str, name: &str, port: i64) -> bool {
         .is_some_and(|s| node_ports(&s.value()).contains(&port))
 }
 
+/// [`decide`] on the existing record of `port`.
+fn examine(registry: &Registry, record: &Value, port: i64, want: (&str, &str)) -> Existing {
+    let parent = parent(record);
+    decide(
+        want,
+        Found {
+            parent,
+            parent_holds: parent.is_some_and(|(pns, pname)| holds(registry, pns, pname, port)),
+            age: age(record),
+            managed: true,
+        },
+    )
+}
+
 /// Make `port`'s record name the Service `ns/name`, unless another Service holds the port.
 async fn hold(registry: &Registry, port: i64, ns: &str, name: &str) -> Result<Hold, ApiError> {
     let mut outcome = Hold::Created;
@@ -67,10 +81,7 @@ async fn hold(registry: &Registry, port: i64, ns: &str, name: &str) -> Result<Ho
                 outcome = Hold::Created;
                 return Ok::<_, ApiError>(Decision::Put(record(port, ns, name)));
             };
-            let existing = current.value();
-            let parent = parent(&existing);
-            let parent_holds = parent.is_some_and(|(pns, pname)| holds(registry, pns, pname, port));
-            Ok(match decide((ns, name), parent, parent_holds, age(&existing)) {
+            Ok(match examine(registry, &current.value(), port, (ns, name)) {
                 Existing::Ours => {
                     outcome = Hold::Already;
                     Decision::Keep
@@ -122,14 +133,20 @@ pub fn taken(service: &Value, index: usize, port: i64) -> ApiError {
     invalid(service, index, port, "provided port is already allocated")
 }
 
-/// The ports held by records (reserved by any API server, their Services maybe not written yet).
-pub(super) fn reserved(registry: &Registry) -> HashSet<i64> {
+/// The ports held by records (reserved by any API server, their Services maybe not written yet), but for
+/// left-overs, which dynamic allocation may take over, and those of the Service `except`.
+pub(super) fn reserved(registry: &Registry, except: Option<(&str, &str)>) -> HashSet<i64> {
     registry
         .storage()
         .list(RECORDS, None, None, |_| true)
         .items
         .iter()
-        .filter_map(|r| meta_str(&r.value(), "name").and_then(|n| n.parse().ok()))
+        .filter_map(|r| {
+            let r = r.value();
+            let port = meta_str(&r, "name")?.parse().ok()?;
+            let theirs = except.is_none_or(|e| parent(&r) != Some(e));
+            (theirs && examine(registry, &r, port, NOBODY) != Existing::Stale).then_some(port)
+        })
         .collect()
 }
 
@@ -168,7 +185,7 @@ pub(super) async fn reserve(
                 Ok(Hold::Taken) if attempts < ATTEMPTS => {
                     lost.insert(port);
                     let mut used = super::service::used(registry).1;
-                    used.extend(reserved(registry));
+                    used.extend(reserved(registry, None));
                     used.extend(lost.iter().copied());
                     used.extend(node_ports(service));
                     let Some(next) = RANGE.clone().find(|p| !used.contains(p)) else {
@@ -195,6 +212,11 @@ pub(super) async fn reserve(
 /// Delete the records of `ports` that name the Service `ns/name`.
 pub(super) async fn release(registry: &Registry, ports: &[i64], ns: &str, name: &str) {
     for &port in ports {
+        // Ours again: the Service `ns/name` in the store has the port (another server's create of the same
+        // name won, or the Service was made again).
+        if holds(registry, ns, name, port) {
+            continue;
+        }
         let released = registry
             .storage()
             .write(&key(port), |current| match current {
@@ -212,6 +234,40 @@ pub(super) async fn release(registry: &Registry, ports: &[i64], ns: &str, name: 
             tracing::warn!(port, error = %e.message, "releasing a node port");
         }
     }
+}
+
+/// After an update of the Service `service`: its records follow its node ports (new ones held, dropped ones
+/// released).
+pub(super) async fn sync(registry: &Registry, service: &Value) {
+    let ns = meta_str(service, "namespace").unwrap_or("");
+    let name = meta_str(service, "name").unwrap_or("");
+    let ports = node_ports(service);
+    for &port in &ports {
+        match hold(registry, port, ns, name).await {
+            Ok(Hold::Taken) => {
+                tracing::warn!(
+                    port,
+                    namespace = ns,
+                    service = name,
+                    "two Services hold one node port"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(port, error = %e.message, "holding a node port"),
+        }
+    }
+    let dropped: Vec<i64> = registry
+        .storage()
+        .list(RECORDS, None, None, |_| true)
+        .items
+        .iter()
+        .filter_map(|r| {
+            let r = r.value();
+            let port: i64 = meta_str(&r, "name")?.parse().ok()?;
+            (parent(&r) == Some((ns, name)) && !ports.contains(&port)).then_some(port)
+        })
+        .collect();
+    release(registry, &dropped, ns, name).await;
 }
 
 /// At start: every Service's node ports have their records (data dirs from before the records).

@@ -35,11 +35,22 @@ fn dynamic_offsets(size: u32) -> impl Iterator<Item = u32> {
 
 /// The cluster IPs and node ports the stored Services hold.
 pub(super) fn used(registry: &Registry) -> (HashSet<String>, HashSet<i64>) {
+    used_by_others(registry, None)
+}
+
+/// The cluster IPs and node ports the stored Services but `except` (namespace, name) hold.
+fn used_by_others(registry: &Registry, except: Option<(&str, &str)>) -> (HashSet<String>, HashSet<i64>) {
     let info = resources::find("", "v1", "services").expect("services are served");
     let all = registry.list(info, None, &Selection::default(), None, None);
     let mut ips = HashSet::new();
     let mut ports = HashSet::new();
     for s in all.items {
+        if except.is_some_and(|(ns, name)| {
+            let v = s.value();
+            meta_str(&v, "namespace") == Some(ns) && meta_str(&v, "name") == Some(name)
+        }) {
+            continue;
+        }
         if let Some(ip) = s.value().pointer("/spec/clusterIP").and_then(Value::as_str) {
             ips.insert(ip.to_string());
         }
@@ -85,8 +96,8 @@ pub(super) fn reallocate(
     Ok(())
 }
 
-/// 422 for a requested cluster IP another Service holds (upstream's message).
-pub(super) fn ip_taken(service: &Value, ip: &str) -> ApiError {
+/// A 422 about a requested cluster IP, the value printed as Go prints a `[]string` (upstream's message).
+fn ip_refused(service: &Value, ip: &str, detail: &str) -> ApiError {
     ApiError::invalid(
         "Service",
         "",
@@ -94,18 +105,70 @@ pub(super) fn ip_taken(service: &Value, ip: &str) -> ApiError {
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or(""),
-        &[crate::error::FieldError::invalid(
+        &[super::workload::invalid_printed(
             "spec.clusterIPs",
-            &json!([ip]),
-            &format!("failed to allocate IP {ip}: provided IP is already allocated"),
+            &format!("[]string{{{ip:?}}}"),
+            &format!("failed to allocate IP {ip}: {detail}"),
         )],
     )
+}
+
+/// 422 for a requested cluster IP another Service holds (upstream's message).
+pub(super) fn ip_taken(service: &Value, ip: &str) -> ApiError {
+    ip_refused(service, ip, "provided IP is already allocated")
+}
+
+/// What is wrong with a requested cluster IP (not `None`), if anything: not an IP address (upstream's
+/// validation), or not in the service range (upstream's allocator), or not written as the range's addresses
+/// are (one address, one IPAddress name).
+fn check_requested_ip(service: &Value, ip: &str) -> Result<(), ApiError> {
+    let name = service
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    // Canonical form only: one address, one IPAddress name.
+    let Some(parsed) = ip
+        .parse::<std::net::IpAddr>()
+        .ok()
+        .filter(|p| p.to_string() == ip)
+    else {
+        return Err(ApiError::invalid(
+            "Service",
+            "",
+            name,
+            &[crate::error::FieldError::invalid(
+                "spec.clusterIPs[0]",
+                &json!(ip),
+                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+            )],
+        ));
+    };
+    let in_range = match parsed {
+        std::net::IpAddr::V4(v4) => {
+            (u32::from(v4) - SERVICE_CIDR_BASE.min(u32::from(v4))) < SERVICE_CIDR_SIZE
+                && u32::from(v4) >= SERVICE_CIDR_BASE
+        }
+        std::net::IpAddr::V6(_) => false,
+    };
+    if !in_range {
+        let base = Ipv4Addr::from(SERVICE_CIDR_BASE);
+        let bits = 32 - SERVICE_CIDR_SIZE.trailing_zeros();
+        return Err(ip_refused(
+            service,
+            ip,
+            &format!(
+                "the provided IP ({ip}) is not in the valid range. The range of valid IPs is {base}/{bits}"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Defaulting and allocation on create. The registry holds its allocation lock around this and the write.
 pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiError> {
     obj.as_object_mut().map(|o| o.remove("status"));
     obj["status"] = json!({"loadBalancer": {}});
+    let obj_name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
     let spec = obj.get_mut("spec").filter(|s| s.is_object());
     let Some(spec) = spec else {
         obj["spec"] = json!({});
@@ -119,6 +182,7 @@ pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiErr
     spec["type"] = json!(ty);
     default_spec(spec);
     let (ips, node_ports) = used(registry);
+    forbid_node_ports(spec, obj_name.as_str().unwrap_or(""))?;
     if ty != "ExternalName" {
         let want = spec
             .get("clusterIP")
@@ -131,7 +195,11 @@ pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiErr
             ips.extend(super::ipaddress::reserved(registry));
             let ip = first_free(&ips)?;
             set_ip(spec, &ip);
-        } else if want != "None" && ips.contains(&want) {
+        } else if want != "None" && {
+            let named = json!({"metadata": {"name": obj_name.clone()}});
+            check_requested_ip(&named, &want)?;
+            ips.contains(&want)
+        } {
             let name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
             return Err(ip_taken(&json!({"metadata": {"name": name}}), &want));
         } else {
@@ -174,7 +242,7 @@ pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiErr
         }
         // Dynamic ports skip what any Service holds, what any API server reserved, and the requested ones.
         let mut taken = node_ports;
-        taken.extend(nodeport::reserved(registry));
+        taken.extend(nodeport::reserved(registry, None));
         taken.extend(requested);
         for p in spec
             .get_mut("ports")
@@ -193,18 +261,24 @@ pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiErr
     Ok(())
 }
 
-/// After a write of a Service: release its cluster IP and node ports when the write deleted it.
+/// After a write of a Service: release its cluster IP and node ports when the write deleted it; make its
+/// node ports' records follow an update.
 pub(super) async fn after_write(
     registry: &Registry,
     info: &super::ResourceInfo,
     written: &crate::storage::Written,
 ) {
-    if (info.group, info.plural) != ("", "services")
-        || written.event != Some(crate::watch::EventType::Deleted)
-    {
+    if (info.group, info.plural) != ("", "services") {
         return;
     }
     let service = written.object.value();
+    if written.event == Some(crate::watch::EventType::Modified) {
+        nodeport::sync(registry, &service).await;
+        return;
+    }
+    if written.event != Some(crate::watch::EventType::Deleted) {
+        return;
+    }
     let ns = meta_str(&service, "namespace").unwrap_or("");
     let name = meta_str(&service, "name").unwrap_or("");
     if let Some(ip) = ipaddress::cluster_ip(&service) {
@@ -248,10 +322,81 @@ fn default_spec(spec: &mut Value) {
     }
 }
 
-/// Update: allocated fields are kept when the new spec leaves them out (as upstream).
-pub fn prepare_update(new: &mut Value, old: &Value) {
+fn needs_node_ports(ty: &str) -> bool {
+    ty == "NodePort" || ty == "LoadBalancer"
+}
+
+fn type_of(spec: &Value) -> &str {
+    spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP")
+}
+
+/// Upstream's validation: no node port on a ClusterIP Service.
+fn forbid_node_ports(spec: &Value, name: &str) -> Result<(), ApiError> {
+    let with_node_port = spec
+        .get("ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .position(|p| p.get("nodePort").and_then(Value::as_i64).is_some());
+    match with_node_port {
+        Some(index) if type_of(spec) == "ClusterIP" => Err(ApiError::invalid(
+            "Service",
+            "",
+            name,
+            &[crate::error::FieldError::forbidden(
+                format!("spec.ports[{index}].nodePort"),
+                "may not be used when `type` is 'ClusterIP'",
+            )],
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Node ports the new ports leave out are those of the old ports of the same name, unless another new
+/// port has that value (upstream's `patchAllocatedValues`).
+fn keep_allocated_node_ports(new_ports: &mut [Value], old_ports: &[Value]) {
+    let node_port = |p: &Value| p.get("nodePort").and_then(Value::as_i64);
+    let kept: HashSet<i64> = new_ports.iter().filter_map(node_port).collect();
+    let by_name: std::collections::HashMap<&str, i64> = old_ports
+        .iter()
+        .filter_map(|p| Some((p.get("name").and_then(Value::as_str).unwrap_or(""), node_port(p)?)))
+        .collect();
+    for p in new_ports.iter_mut() {
+        if node_port(p).is_none()
+            && let Some(&old) = by_name.get(p.get("name").and_then(Value::as_str).unwrap_or(""))
+            && !kept.contains(&old)
+        {
+            p["nodePort"] = json!(old);
+        }
+    }
+}
+
+/// A change to a type without node ports drops the node ports the client left as they were (upstream's
+/// `dropTypeDependentFields`); one it set itself stays, and is refused.
+fn drop_unchanged_node_ports(new_ports: &mut [Value], old_ports: &[Value]) {
+    let old: HashSet<i64> = old_ports
+        .iter()
+        .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
+        .collect();
+    for p in new_ports.iter_mut() {
+        if p.get("nodePort")
+            .and_then(Value::as_i64)
+            .is_some_and(|n| old.contains(&n))
+            && let Some(o) = p.as_object_mut()
+        {
+            o.remove("nodePort");
+        }
+    }
+}
+
+/// Update: allocated fields are kept when the new spec leaves them out (as upstream); the cluster IP may
+/// not change (but to or from ExternalName); node ports are kept, checked and allocated as on create. The
+/// records of the node ports follow after the write ([`after_write`]).
+pub fn prepare_update(registry: &Registry, new: &mut Value, old: &Value) -> Result<(), ApiError> {
+    let ns = meta_str(old, "namespace").unwrap_or("").to_string();
+    let name = meta_str(old, "name").unwrap_or("").to_string();
     let Some(spec) = new.get_mut("spec").filter(|s| s.is_object()) else {
-        return;
+        return Ok(());
     };
     default_spec(spec);
     for f in [
@@ -268,6 +413,76 @@ pub fn prepare_update(new: &mut Value, old: &Value) {
             spec[f] = v.clone();
         }
     }
+    let empty = Value::Null;
+    let old_spec = old.get("spec").unwrap_or(&empty);
+    let (old_ty, new_ty) = (type_of(old_spec).to_string(), type_of(spec).to_string());
+    if old_ty != "ExternalName"
+        && new_ty != "ExternalName"
+        && let Some(old_ip) = ipaddress::cluster_ip(old)
+        && let Some(new_ip) = spec.get("clusterIP").and_then(Value::as_str)
+        && new_ip != old_ip
+    {
+        return Err(ApiError::invalid(
+            "Service",
+            "",
+            &name,
+            &[crate::error::FieldError::invalid(
+                "spec.clusterIPs[0]",
+                &json!(new_ip),
+                "may not change once set",
+            )],
+        ));
+    }
+    let old_ports: Vec<Value> = old_spec
+        .get("ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) else {
+        return Ok(());
+    };
+    if needs_node_ports(&old_ty) && !needs_node_ports(&new_ty) {
+        drop_unchanged_node_ports(ports, &old_ports);
+    }
+    if needs_node_ports(&old_ty) && needs_node_ports(&new_ty) {
+        keep_allocated_node_ports(ports, &old_ports);
+    }
+    forbid_node_ports(spec, &name)?;
+    if !needs_node_ports(&new_ty) {
+        return Ok(());
+    }
+    // New node ports: in the range and free, as on create; this Service's own do not count.
+    let held: HashSet<i64> = nodeport::node_ports(old).into_iter().collect();
+    let (_, mut taken) = used_by_others(registry, Some((&ns, &name)));
+    taken.extend(nodeport::reserved(registry, Some((&ns, &name))));
+    let named = json!({"metadata": {"name": name}});
+    let ports = spec["ports"].as_array_mut().expect("checked above");
+    for (index, p) in ports.iter().enumerate() {
+        if let Some(port) = p.get("nodePort").and_then(Value::as_i64)
+            && !held.contains(&port)
+        {
+            if !nodeport::RANGE.contains(&port) {
+                return Err(nodeport::out_of_range(&named, index, port));
+            }
+            if taken.contains(&port) {
+                return Err(nodeport::taken(&named, index, port));
+            }
+        }
+    }
+    taken.extend(
+        ports
+            .iter()
+            .filter_map(|p| p.get("nodePort").and_then(Value::as_i64)),
+    );
+    for p in ports.iter_mut() {
+        if p.get("nodePort").and_then(Value::as_i64).is_none()
+            && let Some(port) = nodeport::RANGE.clone().find(|n| !taken.contains(n))
+        {
+            taken.insert(port);
+            p["nodePort"] = json!(port);
+        }
+    }
+    Ok(())
 }
 
 /// The `kubernetes` service in `default`, as upstream's master endpoint reconciler makes it.
@@ -308,5 +523,62 @@ mod tests {
         assert_eq!(small[238], 255 - 1);
         assert_eq!(&small[239..], &[2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15]);
         assert!(!dynamic_offsets(SERVICE_CIDR_SIZE).any(|i| i == DNS_SERVICE_INDEX || i == 1 || i == 0));
+    }
+
+    fn ports(v: Value) -> Vec<Value> {
+        v.as_array().unwrap().clone()
+    }
+
+    #[test]
+    fn an_update_keeps_the_node_ports_it_leaves_out_by_port_name() {
+        let old = ports(json!([{"name": "http", "port": 80, "nodePort": 30000},
+                               {"name": "https", "port": 443, "nodePort": 30001}]));
+        for (new, want) in [
+            // Left out: kept, matched by name (the port number may change).
+            (
+                json!([{"name": "http", "port": 8080}, {"name": "https", "port": 443}]),
+                json!([{"name": "http", "port": 8080, "nodePort": 30000},
+                       {"name": "https", "port": 443, "nodePort": 30001}]),
+            ),
+            // Set: as set.
+            (
+                json!([{"name": "http", "port": 80, "nodePort": 30005}]),
+                json!([{"name": "http", "port": 80, "nodePort": 30005}]),
+            ),
+            // Another new port took the old value: not given twice.
+            (
+                json!([{"name": "http", "port": 80}, {"name": "metrics", "port": 9, "nodePort": 30000}]),
+                json!([{"name": "http", "port": 80}, {"name": "metrics", "port": 9, "nodePort": 30000}]),
+            ),
+            // A new name: nothing to keep.
+            (
+                json!([{"name": "grpc", "port": 90}]),
+                json!([{"name": "grpc", "port": 90}]),
+            ),
+        ] {
+            let mut got = ports(new.clone());
+            keep_allocated_node_ports(&mut got, &old);
+            assert_eq!(Value::from(got), want, "{new}");
+        }
+    }
+
+    #[test]
+    fn a_type_without_node_ports_drops_only_those_left_as_they_were() {
+        let old = ports(json!([{"name": "http", "port": 80, "nodePort": 30000}]));
+        for (new, want) in [
+            (
+                json!([{"name": "http", "port": 80, "nodePort": 30000}]),
+                json!([{"name": "http", "port": 80}]),
+            ),
+            // Changed by the client: kept, for validation to refuse.
+            (
+                json!([{"name": "http", "port": 80, "nodePort": 30007}]),
+                json!([{"name": "http", "port": 80, "nodePort": 30007}]),
+            ),
+        ] {
+            let mut got = ports(new.clone());
+            drop_unchanged_node_ports(&mut got, &old);
+            assert_eq!(Value::from(got), want, "{new}");
+        }
     }
 }

@@ -1273,7 +1273,9 @@ async fn a_service_holds_its_cluster_ip_with_an_ip_address_that_goes_with_it() {
     // Another API server's reservation, its Service not written yet: dynamic allocation passes it by, and a
     // request for it is refused.
     let ips = resources::find("networking.k8s.io", "v1", "ipaddresses").unwrap();
-    let theirs = json!({"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress", "metadata": {"name": "10.96.1.1"},
+    let theirs = json!({"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress",
+                        "metadata": {"name": "10.96.1.1",
+                                     "labels": {"ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"}},
                         "spec": {"parentRef": parent("elsewhere")}});
     r.create(ips, None, theirs, &opts()).await.unwrap();
     let next = r
@@ -1307,6 +1309,27 @@ async fn a_service_holds_its_cluster_ip_with_an_ip_address_that_goes_with_it() {
         parent("want")
     );
 
+    // An IPAddress made by a user for something else (no allocator label), however old, is never taken.
+    let users = json!({"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress", "metadata": {"name": "10.96.1.3"},
+                       "spec": {"parentRef": {"group": "gateway.networking.k8s.io", "resource": "gateways",
+                                              "namespace": "default", "name": "edge"}}});
+    r.create(ips, None, users, &opts()).await.unwrap();
+    r.storage()
+        .write(&ips.key(None, "10.96.1.3"), |cur| {
+            let mut v = cur.unwrap().value();
+            v["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+            Ok::<_, ApiError>(Decision::Put(v))
+        })
+        .await
+        .unwrap();
+    let mut users_ip = ports.clone();
+    users_ip["clusterIP"] = json!("10.96.1.3");
+    let e = r
+        .create(svc, Some("default"), service("users", users_ip), &opts())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 422, "{}", e.message);
+
     // Headless and dry-run creates hold nothing.
     let headless = r
         .create(
@@ -1327,6 +1350,7 @@ async fn a_service_holds_its_cluster_ip_with_an_ip_address_that_goes_with_it() {
         .await
         .unwrap();
     let preview_ip = preview.value()["spec"]["clusterIP"].as_str().unwrap().to_string();
+    assert_eq!(preview_ip, "10.96.1.4", "the user's IPAddress is passed by");
     assert!(
         ip_address_of(&r, &preview_ip).is_err(),
         "a dry run reserved {preview_ip}"
@@ -1513,5 +1537,210 @@ async fn node_ports_are_checked_and_held_by_records_that_go_with_the_service() {
     assert_eq!(
         node_port_record(&r, 30002).unwrap()["spec"]["parentRef"]["name"],
         "second"
+    );
+}
+
+#[tokio::test]
+async fn requested_cluster_ips_and_node_ports_are_checked_as_upstream_does() {
+    let r = registry().await;
+    let svc = info("services");
+    let with = |ip: &str| json!({"clusterIP": ip, "ports": [{"port": 80}]});
+    for (ip, message) in [
+        (
+            "foo",
+            r#"spec.clusterIPs[0]: Invalid value: "foo": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"#,
+        ),
+        (
+            "10.96.0.010",
+            r#"Invalid value: "10.96.0.010": must be a valid IP address"#,
+        ),
+        (
+            "1.1.1.1",
+            r#"spec.clusterIPs: Invalid value: []string{"1.1.1.1"}: failed to allocate IP 1.1.1.1: the provided IP (1.1.1.1) is not in the valid range. The range of valid IPs is 10.96.0.0/12"#,
+        ),
+        ("10.112.0.1", "is not in the valid range"),
+        ("fd00::1", "is not in the valid range"),
+        (
+            "10.96.0.1",
+            r#"spec.clusterIPs: Invalid value: []string{"10.96.0.1"}: failed to allocate IP 10.96.0.1: provided IP is already allocated"#,
+        ),
+    ] {
+        let e = r
+            .create(svc, Some("default"), service("s", with(ip)), &opts())
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, 422, "{ip}: {}", e.message);
+        assert!(e.message.contains(message), "{ip}: {}", e.message);
+    }
+    // The last address of 10.96.0.0/12 is in the range.
+    let last = r
+        .create(
+            svc,
+            Some("default"),
+            service("last", with("10.111.255.254")),
+            &opts(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(last.value()["spec"]["clusterIP"], "10.111.255.254");
+    // A node port on a ClusterIP Service.
+    let e = r
+        .create(
+            svc,
+            Some("default"),
+            service(
+                "cip",
+                json!({"ports": [{"port": 80}, {"port": 81, "nodePort": 30100}]}),
+            ),
+            &opts(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 422, "{}", e.message);
+    assert!(
+        e.message
+            .contains("spec.ports[1].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn updates_keep_check_and_move_node_ports_and_the_cluster_ip_stays() {
+    let r = registry().await;
+    let svc = info("services");
+    let merge = |body: &'static str| (PatchType::Merge, body.as_bytes());
+    let node_port_svc = json!({"type": "NodePort", "ports": [{"name": "http", "port": 80}]});
+    let a = r
+        .create(svc, Some("default"), service("a", node_port_svc.clone()), &opts())
+        .await
+        .unwrap();
+    let b = r
+        .create(svc, Some("default"), service("b", node_port_svc), &opts())
+        .await
+        .unwrap();
+    assert_eq!(a.value()["spec"]["ports"][0]["nodePort"], 30000);
+    assert_eq!(b.value()["spec"]["ports"][0]["nodePort"], 30001);
+
+    // A replace that leaves the node port out keeps it (kubectl replace of a file without it).
+    let mut body = a.value();
+    body["spec"]["ports"] = json!([{"name": "http", "port": 8080}]);
+    body["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    let replaced = r
+        .update(svc, Some("default"), "a", None, body, &opts())
+        .await
+        .unwrap();
+    assert_eq!(replaced.value()["spec"]["ports"][0]["nodePort"], 30000);
+
+    // Another Service's node port, or one out of the range: refused.
+    let e = r
+        .patch(
+            svc,
+            Some("default"),
+            "a",
+            None,
+            merge(r#"{"spec": {"ports": [{"name": "http", "port": 80, "nodePort": 30001}]}}"#),
+            &opts(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 422, "{}", e.message);
+    assert!(
+        e.message.contains("provided port is already allocated"),
+        "{}",
+        e.message
+    );
+    let e = r
+        .patch(
+            svc,
+            Some("default"),
+            "a",
+            None,
+            merge(r#"{"spec": {"ports": [{"name": "http", "port": 80, "nodePort": 80}]}}"#),
+            &opts(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains("provided port is not in the valid range"),
+        "{}",
+        e.message
+    );
+
+    // Moved to a free port: its record follows.
+    r.patch(
+        svc,
+        Some("default"),
+        "a",
+        None,
+        merge(r#"{"spec": {"ports": [{"name": "http", "port": 80, "nodePort": 30050}]}}"#),
+        &opts(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        node_port_record(&r, 30050).unwrap()["spec"]["parentRef"]["name"],
+        "a"
+    );
+    assert!(node_port_record(&r, 30000).is_none());
+
+    // The cluster IP may not change.
+    let e = r
+        .patch(
+            svc,
+            Some("default"),
+            "a",
+            None,
+            merge(r#"{"spec": {"clusterIP": "10.96.7.7"}}"#),
+            &opts(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 422, "{}", e.message);
+    assert!(
+        e.message
+            .contains("spec.clusterIPs[0]: Invalid value: \"10.96.7.7\": may not change once set"),
+        "{}",
+        e.message
+    );
+
+    // To ClusterIP: the node ports go, and their records.
+    let cip = r
+        .patch(
+            svc,
+            Some("default"),
+            "a",
+            None,
+            merge(r#"{"spec": {"type": "ClusterIP"}}"#),
+            &opts(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        cip.value()["spec"]["ports"][0].get("nodePort").is_none(),
+        "{}",
+        cip.value()
+    );
+    assert!(node_port_record(&r, 30050).is_none());
+    // And back to NodePort: a node port again, held.
+    let np = r
+        .patch(
+            svc,
+            Some("default"),
+            "a",
+            None,
+            merge(r#"{"spec": {"type": "NodePort"}}"#),
+            &opts(),
+        )
+        .await
+        .unwrap();
+    let port = np.value()["spec"]["ports"][0]["nodePort"].as_i64().unwrap();
+    assert_eq!(port, 30000);
+    assert_eq!(
+        node_port_record(&r, port).unwrap()["spec"]["parentRef"]["name"],
+        "a"
     );
 }
