@@ -301,16 +301,23 @@ pub fn builtin() -> impl Iterator<Item = &'static ResourceInfo> {
     builtin::BUILTIN.iter()
 }
 
-/// The resource served at `group`/`version`/`plural`.
+/// The resource served at `group`/`version`/`plural`. The built-in table first, without collecting
+/// [`all`] (a lookup on every write: it was 1.4 % of the API server's CPU under serial pod creates).
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
-    all()
-        .into_iter()
-        .find(|r| r.group == group && r.version == version && r.plural == plural)
+    let hit = |r: &&'static ResourceInfo| r.plural == plural && r.group == group && r.version == version;
+    builtin::BUILTIN
+        .iter()
+        .find(hit)
+        .or_else(|| crate::crd::served().into_iter().find(hit))
 }
 
 /// The resource of `kind` in `group` (its preferred version when several are served).
 pub fn by_kind(group: &str, kind: &str) -> Option<&'static ResourceInfo> {
-    all().into_iter().find(|r| r.group == group && r.kind == kind)
+    let hit = |r: &&'static ResourceInfo| r.kind == kind && r.group == group;
+    builtin::BUILTIN
+        .iter()
+        .find(hit)
+        .or_else(|| crate::crd::served().into_iter().find(hit))
 }
 
 /// The served API groups (not core) with their versions, preferred first, in discovery order.
