@@ -168,7 +168,7 @@ fn check_requested_ip(service: &Value, ip: &str) -> Result<(), ApiError> {
 pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiError> {
     obj.as_object_mut().map(|o| o.remove("status"));
     obj["status"] = json!({"loadBalancer": {}});
-    let obj_name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+    let named = json!({"metadata": {"name": obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null)}});
     let spec = obj.get_mut("spec").filter(|s| s.is_object());
     let Some(spec) = spec else {
         obj["spec"] = json!({});
@@ -181,8 +181,8 @@ pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiErr
         .to_string();
     spec["type"] = json!(ty);
     default_spec(spec);
-    let (ips, node_ports) = used(registry);
-    forbid_node_ports(spec, obj_name.as_str().unwrap_or(""))?;
+    let (mut ips, node_ports) = used(registry);
+    forbid_node_ports(spec, named["metadata"]["name"].as_str().unwrap_or(""))?;
     if ty != "ExternalName" {
         let want = spec
             .get("clusterIP")
@@ -191,17 +191,14 @@ pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiErr
             .to_string();
         if want.is_empty() {
             // Skip IPs reserved by any API server, whose Services may not be written yet.
-            let mut ips = ips.clone();
             ips.extend(super::ipaddress::reserved(registry));
             let ip = first_free(&ips)?;
             set_ip(spec, &ip);
         } else if want != "None" && {
-            let named = json!({"metadata": {"name": obj_name.clone()}});
             check_requested_ip(&named, &want)?;
             ips.contains(&want)
         } {
-            let name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
-            return Err(ip_taken(&json!({"metadata": {"name": name}}), &want));
+            return Err(ip_taken(&named, &want));
         } else {
             spec["clusterIPs"] = json!([want]);
         }
@@ -217,45 +214,51 @@ pub fn prepare_create(registry: &Registry, obj: &mut Value) -> Result<(), ApiErr
             .get("externalTrafficPolicy")
             .cloned()
             .unwrap_or(json!("Cluster"));
-        let named =
-            json!({"metadata": {"name": obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null)}});
-        let spec = &mut obj["spec"];
-        // Requested ports: in the range, and not another Service's (one Service may name a port twice, for
-        // TCP and UDP).
-        let mut requested = Vec::new();
-        for (index, p) in spec
-            .get("ports")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            if let Some(port) = p.get("nodePort").and_then(Value::as_i64) {
-                if !nodeport::RANGE.contains(&port) {
-                    return Err(nodeport::out_of_range(&named, index, port));
-                }
-                if node_ports.contains(&port) {
-                    return Err(nodeport::taken(&named, index, port));
-                }
-                requested.push(port);
-            }
+        let Some(ports) = obj["spec"].get_mut("ports").and_then(Value::as_array_mut) else {
+            return Ok(());
+        };
+        // Requested ports are checked against the stored Services here, and against other servers'
+        // reservations when this create reserves them; dynamic ones skip both.
+        let mut avoid = node_ports.clone();
+        avoid.extend(nodeport::reserved(registry, None));
+        check_and_allocate_node_ports(ports, &named, &HashSet::new(), &node_ports, avoid)?;
+    }
+    Ok(())
+}
+
+/// Node ports of `ports` not in `held` (the Service's own) must be in the range and not in `taken`; one
+/// left out gets the lowest free port, not in `avoid` nor requested by another of `ports` (one Service may
+/// name a port twice, for TCP and UDP). Upstream's 422s name the port's index.
+fn check_and_allocate_node_ports(
+    ports: &mut [Value],
+    named: &Value,
+    held: &HashSet<i64>,
+    taken: &HashSet<i64>,
+    mut avoid: HashSet<i64>,
+) -> Result<(), ApiError> {
+    let node_port = |p: &Value| p.get("nodePort").and_then(Value::as_i64);
+    for (index, port) in ports
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, node_port(p)?)))
+    {
+        if held.contains(&port) {
+            continue;
         }
-        // Dynamic ports skip what any Service holds, what any API server reserved, and the requested ones.
-        let mut taken = node_ports;
-        taken.extend(nodeport::reserved(registry, None));
-        taken.extend(requested);
-        for p in spec
-            .get_mut("ports")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
+        if !nodeport::RANGE.contains(&port) {
+            return Err(nodeport::out_of_range(named, index, port));
+        }
+        if taken.contains(&port) {
+            return Err(nodeport::taken(named, index, port));
+        }
+    }
+    avoid.extend(ports.iter().filter_map(node_port));
+    for p in ports.iter_mut() {
+        if node_port(p).is_none()
+            && let Some(port) = nodeport::RANGE.clone().find(|n| !avoid.contains(n))
         {
-            if p.get("nodePort").and_then(Value::as_i64).is_none()
-                && let Some(port) = nodeport::RANGE.clone().find(|n| !taken.contains(n))
-            {
-                taken.insert(port);
-                p["nodePort"] = json!(port);
-            }
+            avoid.insert(port);
+            p["nodePort"] = json!(port);
         }
     }
     Ok(())
@@ -457,31 +460,8 @@ pub fn prepare_update(registry: &Registry, new: &mut Value, old: &Value) -> Resu
     taken.extend(nodeport::reserved(registry, Some((&ns, &name))));
     let named = json!({"metadata": {"name": name}});
     let ports = spec["ports"].as_array_mut().expect("checked above");
-    for (index, p) in ports.iter().enumerate() {
-        if let Some(port) = p.get("nodePort").and_then(Value::as_i64)
-            && !held.contains(&port)
-        {
-            if !nodeport::RANGE.contains(&port) {
-                return Err(nodeport::out_of_range(&named, index, port));
-            }
-            if taken.contains(&port) {
-                return Err(nodeport::taken(&named, index, port));
-            }
-        }
-    }
-    taken.extend(
-        ports
-            .iter()
-            .filter_map(|p| p.get("nodePort").and_then(Value::as_i64)),
-    );
-    for p in ports.iter_mut() {
-        if p.get("nodePort").and_then(Value::as_i64).is_none()
-            && let Some(port) = nodeport::RANGE.clone().find(|n| !taken.contains(n))
-        {
-            taken.insert(port);
-            p["nodePort"] = json!(port);
-        }
-    }
+    let avoid = taken.clone();
+    check_and_allocate_node_ports(ports, &named, &held, &taken, avoid)?;
     Ok(())
 }
 
