@@ -117,18 +117,30 @@ pub(super) fn decide(want: (&str, &str), found: Found<'_>) -> Existing {
     }
 }
 
-/// [`decide`] on an existing IPAddress of `ip`.
-fn examine(registry: &Registry, existing: &Value, ip: &str, want: (&str, &str)) -> Existing {
+/// [`decide`] on an existing IPAddress or record, for the Service `want`: `holds(namespace, name)` tells
+/// whether the Service it names holds its IP or port.
+pub(super) fn examine(
+    existing: &Value,
+    want: (&str, &str),
+    holds: impl FnOnce(&str, &str) -> bool,
+    managed: bool,
+) -> Existing {
     let parent = parent(existing);
     decide(
         want,
         Found {
             parent,
-            parent_holds: parent.is_some_and(|(pns, pname)| holds(registry, pns, pname, ip)),
+            parent_holds: parent.is_some_and(|(ns, name)| holds(ns, name)),
             age: age(existing),
-            managed: existing["metadata"]["labels"][MANAGED_BY_LABEL] == ALLOCATOR,
+            managed,
         },
     )
+}
+
+/// [`examine`] an existing IPAddress of `ip`.
+fn examine_ip(registry: &Registry, existing: &Value, ip: &str, want: (&str, &str)) -> Existing {
+    let managed = existing["metadata"]["labels"][MANAGED_BY_LABEL] == ALLOCATOR;
+    examine(existing, want, |ns, name| holds(registry, ns, name, ip), managed)
 }
 
 /// Whether the Service `ns/name` exists and holds `ip`.
@@ -158,7 +170,7 @@ async fn hold(registry: &Registry, ip: &str, ns: &str, name: &str) -> Result<Hol
             continue; // Released meanwhile: create again.
         };
         let existing = existing.value();
-        match examine(registry, &existing, ip, (ns, name)) {
+        match examine_ip(registry, &existing, ip, (ns, name)) {
             Existing::Ours => return Ok(Hold::Already),
             Existing::Theirs => return Ok(Hold::Taken),
             Existing::Stale => {
@@ -263,7 +275,7 @@ pub(super) fn reserved(registry: &Registry) -> Vec<String> {
         .filter_map(|a| {
             let a = a.value();
             let ip = meta_str(&a, "name")?;
-            (examine(registry, &a, ip, NOBODY) != Existing::Stale).then(|| ip.to_string())
+            (examine_ip(registry, &a, ip, NOBODY) != Existing::Stale).then(|| ip.to_string())
         })
         .collect()
 }

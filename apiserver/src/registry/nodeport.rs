@@ -12,7 +12,7 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use super::ipaddress::{ATTEMPTS, Existing, Found, Hold, NOBODY, age, decide, parent};
+use super::ipaddress::{ATTEMPTS, Existing, Hold, NOBODY, examine, parent};
 use super::{Registry, meta_str, resources};
 use crate::error::ApiError;
 use crate::storage::Decision;
@@ -57,18 +57,23 @@ fn holds(registry: &Registry, ns: &str, name: &str, port: i64) -> bool {
         .is_some_and(|s| node_ports(&s.value()).contains(&port))
 }
 
-/// [`decide`] on the existing record of `port`.
-fn examine(registry: &Registry, record: &Value, port: i64, want: (&str, &str)) -> Existing {
-    let parent = parent(record);
-    decide(
-        want,
-        Found {
-            parent,
-            parent_holds: parent.is_some_and(|(pns, pname)| holds(registry, pns, pname, port)),
-            age: age(record),
-            managed: true,
-        },
-    )
+/// [`examine`] the existing record of `port` (every record is the allocator's).
+fn examine_port(registry: &Registry, record: &Value, port: i64, want: (&str, &str)) -> Existing {
+    examine(record, want, |ns, name| holds(registry, ns, name, port), true)
+}
+
+/// Every record: its port and its value.
+fn records(registry: &Registry) -> Vec<(i64, Value)> {
+    registry
+        .storage()
+        .list(RECORDS, None, None, |_| true)
+        .items
+        .iter()
+        .filter_map(|r| {
+            let r = r.value();
+            Some((meta_str(&r, "name")?.parse().ok()?, r))
+        })
+        .collect()
 }
 
 /// Make `port`'s record name the Service `ns/name`, unless another Service holds the port.
@@ -81,7 +86,7 @@ async fn hold(registry: &Registry, port: i64, ns: &str, name: &str) -> Result<Ho
                 outcome = Hold::Created;
                 return Ok::<_, ApiError>(Decision::Put(record(port, ns, name)));
             };
-            Ok(match examine(registry, &current.value(), port, (ns, name)) {
+            Ok(match examine_port(registry, &current.value(), port, (ns, name)) {
                 Existing::Ours => {
                     outcome = Hold::Already;
                     Decision::Keep
@@ -136,17 +141,13 @@ pub fn taken(service: &Value, index: usize, port: i64) -> ApiError {
 /// The ports held by records (reserved by any API server, their Services maybe not written yet), but for
 /// left-overs, which dynamic allocation may take over, and those of the Service `except`.
 pub(super) fn reserved(registry: &Registry, except: Option<(&str, &str)>) -> HashSet<i64> {
-    registry
-        .storage()
-        .list(RECORDS, None, None, |_| true)
-        .items
-        .iter()
-        .filter_map(|r| {
-            let r = r.value();
-            let port = meta_str(&r, "name")?.parse().ok()?;
-            let theirs = except.is_none_or(|e| parent(&r) != Some(e));
-            (theirs && examine(registry, &r, port, NOBODY) != Existing::Stale).then_some(port)
+    records(registry)
+        .into_iter()
+        .filter(|(port, r)| {
+            let theirs = except.is_none_or(|e| parent(r) != Some(e));
+            theirs && examine_port(registry, r, *port, NOBODY) != Existing::Stale
         })
+        .map(|(port, _)| port)
         .collect()
 }
 
@@ -256,16 +257,10 @@ pub(super) async fn sync(registry: &Registry, service: &Value) {
             Err(e) => tracing::warn!(port, error = %e.message, "holding a node port"),
         }
     }
-    let dropped: Vec<i64> = registry
-        .storage()
-        .list(RECORDS, None, None, |_| true)
-        .items
-        .iter()
-        .filter_map(|r| {
-            let r = r.value();
-            let port: i64 = meta_str(&r, "name")?.parse().ok()?;
-            (parent(&r) == Some((ns, name)) && !ports.contains(&port)).then_some(port)
-        })
+    let dropped: Vec<i64> = records(registry)
+        .into_iter()
+        .filter(|(port, r)| parent(r) == Some((ns, name)) && !ports.contains(port))
+        .map(|(port, _)| port)
         .collect();
     release(registry, &dropped, ns, name).await;
 }
