@@ -151,6 +151,39 @@ impl Drop for Watch {
     }
 }
 
+/// Every client (an API server and the client's name) sends `requests` requests, one after another, all
+/// clients at once; `request(client, i)` is the method, path, content type and body of the client's `i`th.
+/// Returns every answer that was not `want`.
+fn at_once(
+    clients: &[(&Cluster, String)],
+    requests: usize,
+    want: u16,
+    request: impl Fn(&str, usize) -> (&'static str, &'static str, &'static str, String) + Sync,
+) -> Vec<String> {
+    std::thread::scope(|s| {
+        let workers: Vec<_> = clients
+            .iter()
+            .map(|(c, client)| {
+                let request = &request;
+                s.spawn(move || {
+                    let token = c.token();
+                    let mut failed = Vec::new();
+                    for i in 0..requests {
+                        let (method, path, content_type, body) = request(client, i);
+                        let (code, answer) =
+                            c.curl(method, path, Some(&token), content_type, Some(body.as_bytes()));
+                        if code != want {
+                            failed.push(format!("{code} {answer}"));
+                        }
+                    }
+                    failed
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    })
+}
+
 fn readyz(c: &Cluster) -> u16 {
     c.curl("GET", "/readyz", Some(&c.token()), "application/json", None)
         .0
@@ -264,33 +297,14 @@ fn concurrent_patches_through_two_api_servers_all_apply_without_a_conflict() {
     const CLIENTS: usize = 4;
     const PATCHES: usize = 15;
     let path = "/api/v1/namespaces/default/configmaps/hot";
-    let failures: Vec<String> = std::thread::scope(|s| {
-        let workers: Vec<_> = [&a, &b]
-            .into_iter()
-            .enumerate()
-            .flat_map(|(server, c)| (0..CLIENTS).map(move |client| (server, client, c)))
-            .map(|(server, client, c)| {
-                s.spawn(move || {
-                    let token = c.token();
-                    let mut failed = Vec::new();
-                    for i in 0..PATCHES {
-                        let body = format!(r#"{{"data":{{"s{server}-c{client}-{i}":"x"}}}}"#);
-                        let (code, answer) = c.curl(
-                            "PATCH",
-                            path,
-                            Some(&token),
-                            "application/merge-patch+json",
-                            Some(body.as_bytes()),
-                        );
-                        if code != 200 {
-                            failed.push(format!("{code} {answer}"));
-                        }
-                    }
-                    failed
-                })
-            })
-            .collect();
-        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    let clients: Vec<(&Cluster, String)> = [&a, &b]
+        .into_iter()
+        .enumerate()
+        .flat_map(|(server, c)| (0..CLIENTS).map(move |client| (c, format!("s{server}-c{client}"))))
+        .collect();
+    let failures = at_once(&clients, PATCHES, 200, |client, i| {
+        let body = format!(r#"{{"data":{{"{client}-{i}":"x"}}}}"#);
+        ("PATCH", path, "application/merge-patch+json", body)
     });
     assert!(
         failures.is_empty(),
@@ -696,33 +710,19 @@ fn services_created_at_once_through_two_api_servers_never_share_a_cluster_ip_or_
     let a = apiserver(&dir, &etcd, &[]);
     let b = apiserver(&dir, &etcd, &[]);
     const PER_CLIENT: usize = 6;
-    let failures: Vec<String> = std::thread::scope(|s| {
-        let workers: Vec<_> = [(&a, "a"), (&b, "b"), (&a, "c"), (&b, "d")]
-            .into_iter()
-            .map(|(c, client)| {
-                s.spawn(move || {
-                    let token = c.token();
-                    let mut failed = Vec::new();
-                    for i in 0..PER_CLIENT {
-                        let body = format!(
-                            r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"s-{client}-{i}"}},"spec":{{"type":"NodePort","ports":[{{"port":80}}]}}}}"#
-                        );
-                        let (code, answer) = c.curl(
-                            "POST",
-                            "/api/v1/namespaces/default/services",
-                            Some(&token),
-                            "application/json",
-                            Some(body.as_bytes()),
-                        );
-                        if code != 201 {
-                            failed.push(format!("{code} {answer}"));
-                        }
-                    }
-                    failed
-                })
-            })
-            .collect();
-        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    let clients: Vec<(&Cluster, String)> = [(&a, "a"), (&b, "b"), (&a, "c"), (&b, "d")]
+        .map(|(c, n)| (c, n.to_string()))
+        .to_vec();
+    let failures = at_once(&clients, PER_CLIENT, 201, |client, i| {
+        let body = format!(
+            r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"s-{client}-{i}"}},"spec":{{"type":"NodePort","ports":[{{"port":80}}]}}}}"#
+        );
+        (
+            "POST",
+            "/api/v1/namespaces/default/services",
+            "application/json",
+            body,
+        )
     });
     assert!(failures.is_empty(), "creates refused: {failures:?}");
     let services = json_of(&b.ok(&["get", "services", "-A", "-o", "json"]));
