@@ -1224,12 +1224,34 @@ fn a_full_disk_is_507_insufficient_storage_and_other_refusals_503() {
     assert_eq!((e.code, e.reason), (503, "ServiceUnavailable"));
 }
 
+fn ip_addresses() -> &'static ResourceInfo {
+    resources::find("networking.k8s.io", "v1", "ipaddresses").unwrap()
+}
+
+/// A 422 whose message holds `want`.
+fn assert_invalid(e: &ApiError, want: &str) {
+    assert_eq!(e.code, 422, "{}", e.message);
+    assert!(e.message.contains(want), "{}", e.message);
+}
+
+/// Make the object at `key` look long made (left over by a crash long ago).
+async fn backdate(r: &Registry, key: &str) {
+    r.storage()
+        .write(key, |cur| {
+            let mut v = cur.unwrap().value();
+            v["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+            Ok::<_, ApiError>(Decision::Put(v))
+        })
+        .await
+        .unwrap();
+}
+
 fn service(name: &str, spec: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec})
 }
 
 fn ip_address_of(r: &Registry, ip: &str) -> Result<Value, ApiError> {
-    let ips = resources::find("networking.k8s.io", "v1", "ipaddresses").unwrap();
+    let ips = ip_addresses();
     r.get(ips, None, ip).map(|a| a.value())
 }
 
@@ -1263,16 +1285,11 @@ async fn a_service_holds_its_cluster_ip_with_an_ip_address_that_goes_with_it() {
         .create(svc, Some("default"), service("copy", taken), &opts())
         .await
         .unwrap_err();
-    assert_eq!(e.code, 422, "{}", e.message);
-    assert!(
-        e.message.contains("provided IP is already allocated"),
-        "{}",
-        e.message
-    );
+    assert_invalid(&e, "provided IP is already allocated");
 
     // Another API server's reservation, its Service not written yet: dynamic allocation passes it by, and a
     // request for it is refused.
-    let ips = resources::find("networking.k8s.io", "v1", "ipaddresses").unwrap();
+    let ips = ip_addresses();
     let theirs = json!({"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress",
                         "metadata": {"name": "10.96.1.1",
                                      "labels": {"ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"}},
@@ -1293,14 +1310,7 @@ async fn a_service_holds_its_cluster_ip_with_an_ip_address_that_goes_with_it() {
 
     // Left over by a crash between the two writes (old, its Service gone): taken over.
     let key = ips.key(None, "10.96.1.1");
-    r.storage()
-        .write(&key, |cur| {
-            let mut v = cur.unwrap().value();
-            v["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
-            Ok::<_, ApiError>(Decision::Put(v))
-        })
-        .await
-        .unwrap();
+    backdate(&r, &key).await;
     r.create(svc, Some("default"), service("want", wanted), &opts())
         .await
         .unwrap();
@@ -1314,14 +1324,7 @@ async fn a_service_holds_its_cluster_ip_with_an_ip_address_that_goes_with_it() {
                        "spec": {"parentRef": {"group": "gateway.networking.k8s.io", "resource": "gateways",
                                               "namespace": "default", "name": "edge"}}});
     r.create(ips, None, users, &opts()).await.unwrap();
-    r.storage()
-        .write(&ips.key(None, "10.96.1.3"), |cur| {
-            let mut v = cur.unwrap().value();
-            v["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
-            Ok::<_, ApiError>(Decision::Put(v))
-        })
-        .await
-        .unwrap();
+    backdate(&r, &ips.key(None, "10.96.1.3")).await;
     let mut users_ip = ports.clone();
     users_ip["clusterIP"] = json!("10.96.1.3");
     let e = r
@@ -1388,7 +1391,7 @@ async fn a_service_holds_its_cluster_ip_with_an_ip_address_that_goes_with_it() {
 #[tokio::test]
 async fn bootstrap_gives_services_from_before_the_allocator_their_ip_addresses() {
     let r = registry().await;
-    let ips = resources::find("networking.k8s.io", "v1", "ipaddresses").unwrap();
+    let ips = ip_addresses();
     let s = r
         .create(
             info("services"),
@@ -1459,8 +1462,7 @@ async fn node_ports_are_checked_and_held_by_records_that_go_with_the_service() {
             )
             .await
             .unwrap_err();
-        assert_eq!(e.code, 422, "{}", e.message);
-        assert!(e.message.contains(message), "{}", e.message);
+        assert_invalid(&e, message);
     }
     assert!(r.get(svc, Some("default"), "clash").is_err());
 
@@ -1488,14 +1490,9 @@ async fn node_ports_are_checked_and_held_by_records_that_go_with_the_service() {
         )
         .await
         .unwrap_err();
-    assert_eq!(e.code, 422, "{}", e.message);
-    assert!(
-        e.message.contains("provided port is already allocated"),
-        "{}",
-        e.message
-    );
+    assert_invalid(&e, "provided port is already allocated");
     // Its cluster IP was released with the refusal.
-    let ips = resources::find("networking.k8s.io", "v1", "ipaddresses").unwrap();
+    let ips = ip_addresses();
     let held: Vec<String> = r
         .list(ips, None, &Selection::default(), None, None)
         .items
@@ -1596,12 +1593,9 @@ async fn requested_cluster_ips_and_node_ports_are_checked_as_upstream_does() {
         )
         .await
         .unwrap_err();
-    assert_eq!(e.code, 422, "{}", e.message);
-    assert!(
-        e.message
-            .contains("spec.ports[1].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'"),
-        "{}",
-        e.message
+    assert_invalid(
+        &e,
+        "spec.ports[1].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'",
     );
 }
 
@@ -1647,12 +1641,7 @@ async fn updates_keep_check_and_move_node_ports_and_the_cluster_ip_stays() {
         )
         .await
         .unwrap_err();
-    assert_eq!(e.code, 422, "{}", e.message);
-    assert!(
-        e.message.contains("provided port is already allocated"),
-        "{}",
-        e.message
-    );
+    assert_invalid(&e, "provided port is already allocated");
     let e = r
         .patch(
             svc,
@@ -1699,12 +1688,9 @@ async fn updates_keep_check_and_move_node_ports_and_the_cluster_ip_stays() {
         )
         .await
         .unwrap_err();
-    assert_eq!(e.code, 422, "{}", e.message);
-    assert!(
-        e.message
-            .contains("spec.clusterIPs[0]: Invalid value: \"10.96.7.7\": may not change once set"),
-        "{}",
-        e.message
+    assert_invalid(
+        &e,
+        "spec.clusterIPs[0]: Invalid value: \"10.96.7.7\": may not change once set",
     );
 
     // To ClusterIP: the node ports go, and their records.
