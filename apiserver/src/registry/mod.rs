@@ -327,8 +327,8 @@ impl Registry {
         &self.storage
     }
 
-    /// The allocation lock, for the updates of Services: their node ports are checked and chosen under it, as
-    /// on create.
+    /// The allocation lock, for the writes of Services: their cluster IPs and node ports are checked and
+    /// chosen under it.
     async fn service_allocation(&self, info: &ResourceInfo) -> Option<tokio::sync::MutexGuard<'_, ()>> {
         if (info.group, info.plural) == ("", "services") {
             Some(self.allocator.lock().await)
@@ -581,22 +581,9 @@ impl Registry {
             None
         };
 
-        let is_service = (info.group, info.plural) == ("", "services");
-        let _alloc = if is_service {
-            Some(self.allocator.lock().await)
-        } else {
-            None
-        };
-        let requested_ip = is_service && ipaddress::cluster_ip(&obj).is_some();
-        let requested_ports: std::collections::HashSet<usize> = obj
-            .pointer("/spec/ports")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-            .filter(|(_, p)| p.get("nodePort").and_then(Value::as_i64).is_some_and(|n| n != 0))
-            .map(|(i, _)| i)
-            .collect();
+        // Held until the Service is written.
+        let allocation = self.service_allocation(info).await;
+        let requested = allocation.is_some().then(|| service::Requested::of(&obj));
         self.prepare_create(info, &mut obj)?;
         if (info.group, info.plural) == ("", "pods") {
             // LimitRanger, mutating: after the scheme defaults, as upstream's admission runs after decoding.
@@ -630,19 +617,11 @@ impl Registry {
         let key = info.key(ns.as_deref(), &name);
         let dry_run = opts.dry_run;
         let service_ns = ns.as_deref().unwrap_or("default");
-        let (reserved_ip, reserved_ports) = if is_service && !dry_run && self.storage.get(&key).is_none() {
-            let ip = ipaddress::reserve(self, &mut obj, service_ns, requested_ip).await?;
-            match nodeport::reserve(self, &mut obj, service_ns, &requested_ports).await {
-                Ok(ports) => (ip, ports),
-                Err(e) => {
-                    if let Some(ip) = ip {
-                        ipaddress::release(self, &ip, service_ns, &name).await;
-                    }
-                    return Err(e);
-                }
+        let reserved = match &requested {
+            Some(requested) if !dry_run && self.storage.get(&key).is_none() => {
+                Some(service::reserve(self, &mut obj, service_ns, requested).await?)
             }
-        } else {
-            (None, Vec::new())
+            _ => None,
         };
         let mut obj = Reusable::new(obj, &self.storage);
         let written = self
@@ -666,10 +645,9 @@ impl Registry {
         let written = match written {
             Ok(w) => w,
             Err(e) => {
-                if let Some(ip) = reserved_ip {
-                    ipaddress::release(self, &ip, service_ns, &name).await;
+                if let Some(reserved) = reserved {
+                    reserved.release(self, service_ns, &name).await;
                 }
-                nodeport::release(self, &reserved_ports, service_ns, &name).await;
                 return Err(e);
             }
         };

@@ -264,6 +264,68 @@ fn check_and_allocate_node_ports(
     Ok(())
 }
 
+/// What the client of a Service's create named itself, read before defaulting: then another Service's
+/// reservation of it is a 422 rather than a reason to allocate another.
+pub(super) struct Requested {
+    ip: bool,
+    /// The indexes of the ports with a node port.
+    ports: HashSet<usize>,
+}
+
+impl Requested {
+    pub(super) fn of(service: &Value) -> Requested {
+        Requested {
+            ip: ipaddress::cluster_ip(service).is_some(),
+            ports: service
+                .pointer("/spec/ports")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .filter(|(_, p)| p.get("nodePort").and_then(Value::as_i64).is_some_and(|n| n != 0))
+                .map(|(i, _)| i)
+                .collect(),
+        }
+    }
+}
+
+/// What a Service's create reserved before its write (the IPAddress and the node port records it made).
+pub(super) struct Reserved {
+    ip: Option<String>,
+    ports: Vec<i64>,
+}
+
+/// Reserve the cluster IP and node ports `prepare_create` gave `service` (about to be created in `ns`),
+/// or others when another API server took them meanwhile. On an error nothing stays reserved.
+pub(super) async fn reserve(
+    registry: &Registry,
+    service: &mut Value,
+    ns: &str,
+    requested: &Requested,
+) -> Result<Reserved, ApiError> {
+    let ip = ipaddress::reserve(registry, service, ns, requested.ip).await?;
+    match nodeport::reserve(registry, service, ns, &requested.ports).await {
+        Ok(ports) => Ok(Reserved { ip, ports }),
+        Err(e) => {
+            if let Some(ip) = ip {
+                let name = meta_str(service, "name").unwrap_or("");
+                ipaddress::release(registry, &ip, ns, name).await;
+            }
+            Err(e)
+        }
+    }
+}
+
+impl Reserved {
+    /// The Service `ns/name` was not written: give back what its create reserved.
+    pub(super) async fn release(self, registry: &Registry, ns: &str, name: &str) {
+        if let Some(ip) = self.ip {
+            ipaddress::release(registry, &ip, ns, name).await;
+        }
+        nodeport::release(registry, &self.ports, ns, name).await;
+    }
+}
+
 /// After a write of a Service: release its cluster IP and node ports when the write deleted it; make its
 /// node ports' records follow an update.
 pub(super) async fn after_write(
